@@ -1,0 +1,59 @@
+// Errors are data: the state machine decides what each kind means. A store
+// error is either "the membership is gone" (rejoin at the back of the line) or
+// transient (retry with back-off); nothing a store says ends an election.
+
+/** The store no longer holds this member's place in line: it expired or was deleted. */
+export class MembershipLostError extends Error {
+  override readonly name = "MembershipLostError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** A request to the store did not answer within its deadline. */
+export class RequestTimeoutError extends Error {
+  override readonly name = "RequestTimeoutError";
+  constructor(readonly operation: string, readonly timeoutMs: number) {
+    super(`${operation} did not answer within ${timeoutMs} ms`);
+  }
+}
+
+/** What went wrong in which phase of the election; emitted as `error`. */
+export type ElectionPhase = "join" | "renew" | "wait" | "lead" | "leave" | "observe";
+
+/**
+ * Emitted with every `error` event. The election goes on by itself: the error
+ * is reported so that it can be seen, not because anything must be done.
+ */
+export class ElectionError extends Error {
+  override readonly name = "ElectionError";
+  /** etcd's own error code (v2 `errorCode`, or a gRPC status), where the store gave one. */
+  readonly errorCode: number | undefined;
+
+  constructor(
+    readonly phase: ElectionPhase,
+    /** How many failures in a row this phase has had, this one included. */
+    readonly attempt: number,
+    cause: unknown,
+  ) {
+    super(`${phase} failed (attempt ${attempt}): ${describe(cause)}`, { cause });
+    this.errorCode = codeOf(cause);
+  }
+}
+
+export function isMembershipLost(err: unknown): err is MembershipLostError {
+  return err instanceof MembershipLostError;
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}
+
+function codeOf(err: unknown): number | undefined {
+  if (typeof err === "object" && err !== null) {
+    const code = (err as { errorCode?: unknown }).errorCode;
+    if (typeof code === "number") return code;
+  }
+  return undefined;
+}

@@ -1,0 +1,251 @@
+// Starts real etcd servers (Debian's etcd-server) on free loopback ports, each
+// with its own temporary data dir, for tests, the demo and the benchmarks.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, createWriteStream } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "./free-port";
+
+export interface EtcdTls {
+  /** PEM files for the server's own certificate, key and the CA that signs clients. */
+  certFile: string;
+  keyFile: string;
+  caFile: string;
+  /** Require clients to present a certificate signed by caFile. */
+  clientCertAuth?: boolean;
+}
+
+export interface EtcdServerOptions {
+  /** Serve the v2 API too (etcd 3.4 has it off by default). Default true. */
+  enableV2?: boolean;
+  tls?: EtcdTls;
+  /** Extra command-line flags. */
+  extraArgs?: string[];
+  /** Used by startEtcdCluster; a lone server makes its own. */
+  member?: ClusterMember;
+  initialCluster?: string;
+  /** Shared by the members of one cluster. */
+  clusterToken?: string;
+}
+
+interface ClusterMember {
+  name: string;
+  clientPort: number;
+  peerPort: number;
+}
+
+export class EtcdServer {
+  private child: ChildProcess | undefined;
+  private readonly logPath: string;
+  readonly clientUrl: string;
+  readonly peerUrl: string;
+
+  constructor(
+    readonly dataDir: string,
+    private readonly member: ClusterMember,
+    private readonly options: EtcdServerOptions,
+    private readonly initialCluster: string,
+  ) {
+    const scheme = options.tls ? "https" : "http";
+    this.clientUrl = `${scheme}://127.0.0.1:${member.clientPort}`;
+    this.peerUrl = `http://127.0.0.1:${member.peerPort}`;
+    this.logPath = join(dataDir, "..", `${member.name}.log`);
+  }
+
+  get name(): string {
+    return this.member.name;
+  }
+
+  get clientPort(): number {
+    return this.member.clientPort;
+  }
+
+  /** `host:port` for node-etcd and etcd3. */
+  get hostPort(): string {
+    return `127.0.0.1:${this.member.clientPort}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Starts (or restarts, on the same data dir) and resolves once the process is up. */
+  async start(): Promise<void> {
+    if (this.running) return;
+    const { tls } = this.options;
+    const args = [
+      "--name", this.member.name,
+      "--data-dir", this.dataDir,
+      "--listen-client-urls", this.clientUrl,
+      "--advertise-client-urls", this.clientUrl,
+      "--listen-peer-urls", this.peerUrl,
+      "--initial-advertise-peer-urls", this.peerUrl,
+      "--initial-cluster", this.initialCluster,
+      "--initial-cluster-state", "new",
+      "--initial-cluster-token", this.options.clusterToken ?? "etcd-leader-test",
+      // Short raft timings keep cluster fail-overs quick in tests.
+      "--heartbeat-interval", "50",
+      "--election-timeout", "500",
+      "--log-level", "warn",
+      ...(this.options.enableV2 === false ? [] : ["--enable-v2=true"]),
+      ...(tls
+        ? ["--cert-file", tls.certFile, "--key-file", tls.keyFile, "--trusted-ca-file", tls.caFile,
+           ...(tls.clientCertAuth ? ["--client-cert-auth"] : [])]
+        : []),
+      ...(this.options.extraArgs ?? []),
+    ];
+    const log = createWriteStream(this.logPath, { flags: "a" });
+    const child = spawn(etcdBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout!.pipe(log);
+    child.stderr!.pipe(log);
+    this.child = child;
+    await new Promise<void>((resolve, reject) => {
+      child.once("spawn", resolve);
+      child.once("error", reject);
+    });
+  }
+
+  /** Resolves once the server answers client requests (a cluster also needs a raft leader). */
+  async waitReady(timeoutMs = 20_000): Promise<void> {
+    await waitForHealth([this], timeoutMs);
+  }
+
+  /** SIGTERM, then SIGKILL if it lingers; resolves when the process is gone. */
+  async stop(): Promise<void> {
+    await this.signal("SIGTERM", 5_000);
+  }
+
+  /** SIGKILL: a crash. */
+  async kill(): Promise<void> {
+    await this.signal("SIGKILL", 5_000);
+  }
+
+  pause(): void {
+    this.child?.kill("SIGSTOP");
+  }
+
+  resume(): void {
+    this.child?.kill("SIGCONT");
+  }
+
+  private async signal(signal: NodeJS.Signals, graceMs: number): Promise<void> {
+    const child = this.child;
+    if (!child || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGCONT");
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  logTail(lines = 30): string {
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const text: string = require("node:fs").readFileSync(this.logPath, "utf8");
+      return text.split("\n").slice(-lines).join("\n");
+    } catch {
+      return "";
+    }
+  }
+}
+
+/** A set of etcd servers sharing a temp dir; `close()` stops them all and removes the dir. */
+export class EtcdCluster {
+  constructor(readonly members: EtcdServer[], private readonly baseDir: string) {}
+
+  get clientUrls(): string[] {
+    return this.members.map((m) => m.clientUrl);
+  }
+
+  get hostPorts(): string[] {
+    return this.members.map((m) => m.hostPort);
+  }
+
+  async waitReady(timeoutMs = 20_000): Promise<void> {
+    await waitForHealth(this.members.filter((m) => m.running), timeoutMs);
+  }
+
+  /** The member that is the raft leader right now. */
+  async leader(): Promise<EtcdServer> {
+    for (const member of this.members) {
+      if (!member.running) continue;
+      const status = await fetchJson(`${member.clientUrl}/v2/stats/self`).catch(() => undefined);
+      if (status && (status as { state?: string }).state === "StateLeader") return member;
+    }
+    throw new Error("no etcd member reports itself leader");
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.members.map((m) => m.kill()));
+    rmSync(this.baseDir, { recursive: true, force: true });
+  }
+}
+
+export function etcdBinary(): string {
+  return process.env.ETCD_BIN ?? "etcd";
+}
+
+/** One etcd server with the v2 API on, ready for requests. */
+export async function startEtcd(options: EtcdServerOptions = {}): Promise<EtcdCluster> {
+  return startEtcdCluster(1, options);
+}
+
+/** `size` etcd members forming one cluster on loopback, ready for requests. */
+export async function startEtcdCluster(size: number, options: EtcdServerOptions = {}): Promise<EtcdCluster> {
+  const baseDir = mkdtempSync(join(tmpdir(), "etcd-leader-test-"));
+  const members: ClusterMember[] = [];
+  for (let i = 0; i < size; i++) {
+    members.push({ name: `etcd${i}`, clientPort: await freePort(), peerPort: await freePort() });
+  }
+  const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(",");
+  const memberOptions = { ...options, clusterToken: `etcd-leader-${baseDir.slice(-6)}` };
+  const servers = members.map(
+    (m) => new EtcdServer(join(baseDir, `${m.name}.data`), m, memberOptions, initialCluster),
+  );
+  const cluster = new EtcdCluster(servers, baseDir);
+  try {
+    await Promise.all(servers.map((s) => s.start()));
+    await cluster.waitReady();
+  } catch (err) {
+    const logs = servers.map((s) => `--- ${s.name}\n${s.logTail(8)}`).join("\n");
+    await cluster.close();
+    throw new Error(`etcd did not start: ${(err as Error).message}\n${logs}`);
+  }
+  return cluster;
+}
+
+async function waitForHealth(servers: EtcdServer[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (const server of servers) {
+    for (;;) {
+      if (!server.running) throw new Error(`etcd ${server.name} exited`);
+      const health = await fetchJson(`${server.clientUrl}/health`).catch(() => undefined);
+      if (health && (health as { health?: string }).health === "true") break;
+      if (Date.now() > deadline) throw new Error(`etcd ${server.name} not healthy after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+async function fetchJson(url: string): Promise<unknown> {
+  if (url.startsWith("https:")) {
+    // TLS servers are probed by the caller's own client; treat "answers TLS" as enough.
+    const { request } = await import("node:https");
+    return new Promise((resolve, reject) => {
+      const req = request(url, { rejectUnauthorized: false, timeout: 1_000 }, (res) => {
+        res.resume();
+        res.on("end", () => resolve({ health: "true", state: undefined }));
+      });
+      req.on("error", reject);
+      req.on("timeout", () => req.destroy(new Error("timeout")));
+      req.end();
+    });
+  }
+  const res = await fetch(url, { signal: AbortSignal.timeout(1_000) });
+  return res.json();
+}
