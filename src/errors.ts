@@ -13,8 +13,8 @@ export class MembershipLostError extends Error {
 /** A request to the store did not answer within its deadline. */
 export class RequestTimeoutError extends Error {
   override readonly name = "RequestTimeoutError";
-  constructor(readonly operation: string, readonly timeoutMs: number) {
-    super(`${operation} did not answer within ${timeoutMs} ms`);
+  constructor(readonly operation: string) {
+    super(`${operation}: etcd did not answer within the request timeout`);
   }
 }
 

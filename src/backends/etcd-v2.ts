@@ -1,0 +1,332 @@
+// ZooKeeper's in-order election recipe on etcd's v2 API, through node-etcd.
+//
+//   join      POST <dir> value=<name> ttl=<ttl>      -> <dir>/<createdIndex, zero-padded>
+//   renew     PUT <key> ttl=<ttl> refresh=true prevExist=true (no value: wakes no watcher)
+//   turn      GET <dir>?sorted=true; the lowest createdIndex leads; every other
+//             member watches the member just before it, and the leader.
+//   loss      the leader watches its own key for a delete or an expiry.
+//   leave     DELETE <key>
+//
+// The layout and values are those of etcd-leader 0.0.1, so members of both can
+// share one election during a rolling upgrade.
+//
+// Waiting costs no listing: a member remembers the members older than itself
+// from its one listing (no member can become older later, since createdIndex
+// only grows), and when a watched member goes it checks the next older one
+// with a point read. A listing happens only on joining and when etcd has
+// forgotten the history a watch needs (error 401).
+import type { ElectionBackend, LeaderListener, Membership } from "../backend";
+import { MembershipLostError } from "../errors";
+import { log } from "../log";
+import {
+  call,
+  V2ErrorCode,
+  v2ErrorCode,
+  type NodeEtcdClient,
+  type V2Body,
+  type V2Node,
+} from "./node-etcd-client";
+
+export interface V2Membership extends Membership {
+  /** The membership key, `<dir>/<createdIndex>`. */
+  readonly id: string;
+  /** An etcd index at which the key was known to exist; watches start after it. */
+  knownAliveAt: number;
+}
+
+interface Member {
+  key: string;
+  name: string;
+  createdIndex: number;
+}
+
+/** node-etcd retries some failures on its own for up to half a minute; the state machine retries instead. */
+const NO_CLIENT_RETRIES = { maxRetries: 0 } as const;
+
+const REMOVALS = new Set(["delete", "expire", "compareAndDelete"]);
+
+export class EtcdV2Backend implements ElectionBackend<V2Membership> {
+  readonly description: string;
+  private readonly dir: string;
+
+  constructor(
+    private readonly client: NodeEtcdClient,
+    key: string,
+    private readonly name: string,
+    private readonly ttlSeconds: number,
+  ) {
+    this.dir = key;
+    this.description = `etcd v2 ${key}`;
+  }
+
+  async join(signal: AbortSignal): Promise<V2Membership> {
+    const { body, etcdIndex } = await call(
+      "create membership",
+      (cb) => this.client.create(this.dir, this.name, { ttl: this.ttlSeconds, ...NO_CLIENT_RETRIES }, cb),
+      signal,
+    );
+    const node = requireNode(body, "create");
+    return { id: node.key, token: node.createdIndex, knownAliveAt: etcdIndex ?? node.modifiedIndex };
+  }
+
+  async renew(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    try {
+      const { body, etcdIndex } = await call(
+        "refresh membership",
+        (cb) =>
+          this.client.set(
+            membership.id,
+            null,
+            { ttl: this.ttlSeconds, refresh: true, prevExist: true, ...NO_CLIENT_RETRIES },
+            cb,
+          ),
+        signal,
+      );
+      membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex ?? requireNode(body, "refresh").modifiedIndex);
+    } catch (err) {
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) {
+        throw new MembershipLostError(`membership ${membership.id} has expired or was deleted`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  async awaitTurn(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+    for (;;) {
+      const { members, etcdIndex } = await this.list(signal);
+      const position = members.findIndex((m) => m.key === membership.id);
+      if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
+      if (position === 0) return;
+      membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
+      const older = members.slice(0, position);
+      onLeader(older[0]!.name);
+      const outcome = await this.waitForOlderMembers(older, etcdIndex, onLeader, signal);
+      if (outcome === "first") return;
+      log.v2("%s: watch history gone, listing again", membership.id);
+    }
+  }
+
+  /**
+   * Follows the member just before ours and the leader (the oldest) until no
+   * older member is left ("first"), or until etcd no longer has the history
+   * a watch needs ("relist").
+   */
+  private async waitForOlderMembers(
+    older: Member[],
+    listedAt: number,
+    onLeader: LeaderListener,
+    signal: AbortSignal,
+  ): Promise<"first" | "relist"> {
+    const watches = new WatchSet(this, signal);
+    try {
+      watches.follow(older[older.length - 1]!, listedAt);
+      watches.follow(older[0]!, listedAt);
+      for (;;) {
+        const { member, outcome } = await watches.next();
+        if (outcome === "history-gone") return "relist";
+        if (outcome === "removed") {
+          older.splice(older.indexOf(member), 1);
+          if (!(await this.watchEnd(older, "newest", watches))) return "first";
+          await this.watchEnd(older, "oldest", watches);
+        }
+        onLeader(older[0]!.name);
+      }
+    } finally {
+      watches.close();
+    }
+  }
+
+  /**
+   * Makes sure the newest (or oldest) member in `older` that still exists is
+   * watched, dropping members found gone. False when none is left.
+   */
+  private async watchEnd(older: Member[], end: "newest" | "oldest", watches: WatchSet): Promise<boolean> {
+    while (older.length > 0) {
+      const candidate = end === "newest" ? older[older.length - 1]! : older[0]!;
+      if (watches.has(candidate)) return true;
+      const seen = await this.read(candidate.key, watches.signal);
+      if (seen) {
+        candidate.name = seen.name;
+        watches.follow(candidate, seen.index);
+        return true;
+      }
+      older.splice(older.indexOf(candidate), 1);
+    }
+    return false;
+  }
+
+  async awaitLoss(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    let from = membership.knownAliveAt + 1;
+    for (;;) {
+      const outcome = await this.watchKey(membership.id, from, signal);
+      if (outcome === "removed") return;
+      if (outcome === "history-gone") {
+        const seen = await this.read(membership.id, signal);
+        if (!seen) return;
+        from = seen.index + 1;
+      } else {
+        from = outcome.modifiedIndex + 1;
+      }
+    }
+  }
+
+  async leave(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    try {
+      await call("delete membership", (cb) => this.client.del(membership.id, { ...NO_CLIENT_RETRIES }, cb), signal);
+    } catch (err) {
+      if (v2ErrorCode(err) !== V2ErrorCode.KeyNotFound) throw err;
+    }
+  }
+
+  async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+    // Observers are few, so each keeps the whole line from a recursive watch
+    // of the directory: one listing, then every join and departure as it comes.
+    for (;;) {
+      const { members, etcdIndex } = await this.list(signal);
+      const line = new Map(members.map((m) => [m.key, m]));
+      onLeader(oldest(line)?.name);
+      let from = etcdIndex + 1;
+      for (;;) {
+        const event = await this.watch(this.dir, from, true, signal);
+        if (event === "history-gone") break;
+        const node = event.node;
+        from = node.modifiedIndex + 1;
+        if (!isMembershipNode(node, this.dir)) continue;
+        if (REMOVALS.has(event.action)) line.delete(node.key);
+        else line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex });
+        onLeader(oldest(line)?.name);
+      }
+    }
+  }
+
+  /** The members of the election, oldest first, and the etcd index of the listing. */
+  private async list(signal: AbortSignal): Promise<{ members: Member[]; etcdIndex: number }> {
+    let response;
+    try {
+      response = await call(
+        "list members",
+        (cb) => this.client.get(this.dir, { sorted: true, ...NO_CLIENT_RETRIES }, cb),
+        signal,
+      );
+    } catch (err) {
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { members: [], etcdIndex: 0 };
+      throw err;
+    }
+    const node = requireNode(response.body, "list");
+    if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
+    const members = (node.nodes ?? [])
+      .filter((n) => isMembershipNode(n, this.dir))
+      .map((n) => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex }))
+      .sort((a, b) => a.createdIndex - b.createdIndex);
+    const highestSeen = Math.max(node.modifiedIndex, ...members.map((m) => m.createdIndex));
+    return { members, etcdIndex: response.etcdIndex ?? highestSeen };
+  }
+
+  /** A point read: the member's name and the etcd index it was seen at, or undefined if it is gone. */
+  async read(key: string, signal: AbortSignal): Promise<{ name: string; index: number } | undefined> {
+    try {
+      const { body, etcdIndex } = await call("read member", (cb) => this.client.get(key, { ...NO_CLIENT_RETRIES }, cb), signal);
+      const node = requireNode(body, "read");
+      return { name: node.value ?? "", index: etcdIndex ?? node.modifiedIndex };
+    } catch (err) {
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return undefined;
+      throw err;
+    }
+  }
+
+  /** Waits for the next change of one key at or after index `from`. */
+  async watchKey(key: string, from: number, signal: AbortSignal): Promise<"removed" | "history-gone" | V2Node> {
+    const event = await this.watch(key, from, false, signal);
+    if (event === "history-gone") return event;
+    return REMOVALS.has(event.action) ? "removed" : event.node;
+  }
+
+  private async watch(
+    key: string,
+    from: number,
+    recursive: boolean,
+    signal: AbortSignal,
+  ): Promise<"history-gone" | { action: string; node: V2Node }> {
+    try {
+      const { body } = await call(
+        "watch",
+        (cb) => this.client.get(key, { wait: true, waitIndex: from, recursive, ...NO_CLIENT_RETRIES }, cb),
+        signal,
+      );
+      const node = requireNode(body, "watch");
+      return { action: body.action ?? "", node };
+    } catch (err) {
+      if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) return "history-gone";
+      throw err;
+    }
+  }
+}
+
+/** What became of a watched member: gone, or still there (possibly renamed), or unknowable. */
+type WatchOutcome = "removed" | "history-gone" | "changed";
+
+/** The watches one waiting member holds (at most two), all cancelled together. */
+class WatchSet {
+  private readonly controller = new AbortController();
+  readonly signal: AbortSignal;
+  private readonly pending = new Map<Member, Promise<{ member: Member; outcome: WatchOutcome }>>();
+
+  constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
+    this.signal = AbortSignal.any([parent, this.controller.signal]);
+  }
+
+  has(member: Member): boolean {
+    return this.pending.has(member);
+  }
+
+  /** Watches `member`, which was seen alive at etcd index `knownAliveAt`. */
+  follow(member: Member, knownAliveAt: number): void {
+    if (!this.pending.has(member)) this.arm(member, knownAliveAt + 1);
+  }
+
+  /** The next change on any watched key. A removed member is no longer watched. */
+  async next(): Promise<{ member: Member; outcome: WatchOutcome }> {
+    const result = await Promise.race(this.pending.values());
+    if (result.outcome === "changed") {
+      return result;
+    }
+    this.pending.delete(result.member);
+    return result;
+  }
+
+  close(): void {
+    this.controller.abort(new Error("watches closed"));
+  }
+
+  private arm(member: Member, from: number): void {
+    const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome) => {
+      if (outcome === "removed" || outcome === "history-gone") return { member, outcome };
+      // A change that is not a removal (0.0.1 members renew by writing their
+      // value again): keep watching from just after it.
+      member.name = outcome.value ?? member.name;
+      this.arm(member, outcome.modifiedIndex + 1);
+      return { member, outcome: "changed" as const };
+    });
+    // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
+    pending.catch(() => undefined);
+    this.pending.set(member, pending);
+  }
+}
+
+function requireNode(body: V2Body, operation: string): V2Node {
+  if (!body.node) throw new Error(`etcd answered ${operation} without a node`);
+  return body.node;
+}
+
+/** In-order keys directly under the election directory; anything else there is not a member. */
+function isMembershipNode(node: V2Node, dir: string): boolean {
+  if (node.dir || typeof node.value !== "string") return false;
+  const prefix = `/${dir.replace(/^\/+|\/+$/g, "")}/`;
+  return node.key.startsWith(prefix) && /^\d{20}$/.test(node.key.slice(prefix.length));
+}
+
+function oldest(line: Map<string, Member>): Member | undefined {
+  let first: Member | undefined;
+  for (const member of line.values()) if (!first || member.createdIndex < first.createdIndex) first = member;
+  return first;
+}

@@ -1,0 +1,110 @@
+// The part of the node-etcd client (4.x to 7.x) that the v2 backend uses, made
+// promise-shaped and cancellable. node-etcd calls back `(err, body, headers)`
+// and returns a request that can be aborted; an aborted request never calls back.
+import { RequestTimeoutError } from "../errors";
+
+export type NodeEtcdCallback = (err: NodeEtcdError | null, body?: unknown, headers?: Record<string, string | string[] | undefined>) => void;
+
+interface Abortable {
+  abort?: () => void;
+}
+
+/** What node-etcd offers and the backend needs; any client with these methods will do. */
+export interface NodeEtcdClient {
+  create(dir: string, value: string, options: object, callback: NodeEtcdCallback): Abortable | unknown;
+  get(key: string, options: object, callback: NodeEtcdCallback): Abortable | unknown;
+  set(key: string, value: string | null, options: object, callback: NodeEtcdCallback): Abortable | unknown;
+  del(key: string, options: object, callback: NodeEtcdCallback): Abortable | unknown;
+}
+
+/** An error as node-etcd reports it: etcd's own (with `errorCode`) or "All servers returned error". */
+export interface NodeEtcdError extends Error {
+  errorCode?: number;
+  errors?: Array<{ httperror?: { code?: string }; httpstatus?: number }>;
+}
+
+export interface V2Response {
+  body: V2Body;
+  /** The store's index when it answered (X-Etcd-Index), where the client passed headers on. */
+  etcdIndex: number | undefined;
+}
+
+export interface V2Node {
+  key: string;
+  value?: string;
+  dir?: boolean;
+  nodes?: V2Node[];
+  createdIndex: number;
+  modifiedIndex: number;
+}
+
+export interface V2Body {
+  action?: string;
+  node?: V2Node;
+  prevNode?: V2Node;
+}
+
+export function isNodeEtcdClient(client: unknown): client is NodeEtcdClient {
+  if (typeof client !== "object" || client === null) return false;
+  const c = client as Record<string, unknown>;
+  return ["create", "get", "set", "del"].every((method) => typeof c[method] === "function");
+}
+
+/** etcd v2 error codes the backend acts on. */
+export const V2ErrorCode = {
+  KeyNotFound: 100,
+  TestFailed: 101,
+  EventIndexCleared: 401,
+} as const;
+
+export function v2ErrorCode(err: unknown): number | undefined {
+  const code = (err as NodeEtcdError | undefined)?.errorCode;
+  return typeof code === "number" ? code : undefined;
+}
+
+/**
+ * Runs one node-etcd call. Rejects with the signal's reason when it aborts
+ * (a timeout signal gives a RequestTimeoutError), and aborts the request so
+ * no socket is left waiting.
+ */
+export function call(
+  operation: string,
+  start: (callback: NodeEtcdCallback) => unknown,
+  signal: AbortSignal,
+): Promise<V2Response> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(reasonOf(operation, signal));
+    let settled = false;
+    const onAbort = () => {
+      if (settled) return;
+      settled = true;
+      abortRequest(request);
+      reject(reasonOf(operation, signal));
+    };
+    const request = start((err, body, headers) => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener("abort", onAbort);
+      if (err) return reject(err);
+      resolve({ body: (body ?? {}) as V2Body, etcdIndex: indexFrom(headers) });
+    });
+    if (!settled) signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function abortRequest(request: unknown): void {
+  const abort = (request as Abortable | undefined)?.abort;
+  if (typeof abort === "function") abort.call(request);
+}
+
+function reasonOf(operation: string, signal: AbortSignal): unknown {
+  const reason = signal.reason as { name?: string } | undefined;
+  if (reason?.name === "TimeoutError") return new RequestTimeoutError(operation);
+  return signal.reason;
+}
+
+function indexFrom(headers: Record<string, string | string[] | undefined> | undefined): number | undefined {
+  const raw = headers?.["x-etcd-index"];
+  const value = Number(Array.isArray(raw) ? raw[0] : raw);
+  return Number.isFinite(value) && value > 0 ? value : undefined;
+}

@@ -1,0 +1,278 @@
+// The election state machine: join, wait for the turn, lead, step down, retry,
+// stop. It knows nothing about the store; a backend (backend.ts) does the
+// store's part.
+//
+// The safety argument, which every change here must keep:
+// - A member leads only after a renewal of its membership, sent at time S, was
+//   confirmed by the store while the member was first in line.
+// - The store keeps the membership at least until S + TTL (it applied the
+//   renewal after S). No other member can be first in line before then.
+// - The member believes it leads only until S + TTL - stepDownMargin, measured
+//   on a monotonic clock. `isLeader()` checks that deadline on every call, so a
+//   process that was frozen past it answers false before any timer has run.
+// So, as long as clocks advance at rates that differ by less than the margin
+// over one TTL, the old leader stops believing before a successor can start.
+// A deletion of the key from outside is the one exception: the member learns
+// it from a watch, as fast as the successor does, not before.
+import { EventEmitter } from "eventemitter3";
+import { sleep } from "./abort";
+import type { ElectionBackend, Membership } from "./backend";
+import { Backoff } from "./backoff";
+import { systemClock, type Clock } from "./clock";
+import { ElectionError, MembershipLostError, isMembershipLost, type ElectionPhase } from "./errors";
+import { log } from "./log";
+import type { ResolvedOptions } from "./options";
+import { Renewal } from "./renewal";
+
+export interface ElectionEvents {
+  /** This member became leader. `token` (the fencing token) is larger than any earlier leader's. */
+  elected: (token: number) => void;
+  /** This member stopped being leader: stopped, lost its membership, or could not renew it in time. */
+  unelected: () => void;
+  /** On members that do not lead: the name of the member that leads, each time it changes. */
+  leader: (name: string) => void;
+  /** A store request failed. The election carries on by itself; this is for visibility. */
+  error: (error: ElectionError) => void;
+}
+
+/** The leader could not confirm its membership in time and had to assume it lost it. */
+export class LeaseExpiredError extends Error {
+  override readonly name = "LeaseExpiredError";
+}
+
+/** Aborts a phase when its watches may be stale: start it over without counting a failure. */
+const RESYNC = Symbol("resync");
+
+export class Election<M extends Membership = Membership> extends EventEmitter<ElectionEvents> {
+  private runController: AbortController | undefined;
+  private readonly campaigns = new Set<Promise<void>>();
+  private leading = false;
+  private token: number | undefined;
+  private leaderName: string | undefined;
+  private leaseDeadline = -Infinity;
+  private deadlineTimer: unknown;
+  private onLeaseExpired: ((error: LeaseExpiredError) => void) | undefined;
+
+  constructor(
+    private readonly backend: ElectionBackend<M>,
+    /** This member's name, as other members see it in their `leader` events. */
+    readonly name: string,
+    private readonly options: ResolvedOptions,
+    private readonly clock: Clock = systemClock,
+  ) {
+    super();
+  }
+
+  /** Joins the election on the next tick. Calling it while running does nothing. */
+  start(): this {
+    if (this.runController) return this;
+    const controller = new AbortController();
+    this.runController = controller;
+    process.nextTick(() => {
+      if (controller.signal.aborted) return;
+      const campaign = this.campaign(controller.signal);
+      this.campaigns.add(campaign);
+      void campaign.finally(() => this.campaigns.delete(campaign));
+    });
+    return this;
+  }
+
+  /**
+   * Leaves the election: emits `unelected` at once if this member led, then
+   * deletes its membership in the background so that the next member takes
+   * over without waiting for the TTL.
+   */
+  stop(): this {
+    const controller = this.runController;
+    if (!controller) return this;
+    this.runController = undefined;
+    controller.abort(new Error("election stopped"));
+    this.stepDown();
+    this.leaderName = undefined;
+    return this;
+  }
+
+  /**
+   * Stops, and resolves once the membership is deleted from the store or the
+   * attempt failed. Bounded by the request timeout; never rejects. Meant for
+   * shutdown handlers.
+   */
+  async leave(): Promise<void> {
+    this.stop();
+    await Promise.all([...this.campaigns]);
+  }
+
+  isRunning(): boolean {
+    return this.runController !== undefined;
+  }
+
+  /** True only while this member leads and its lease deadline has not passed. */
+  isLeader(): boolean {
+    return this.leading && this.clock.now() < this.leaseDeadline;
+  }
+
+  /** The leader's name as this member knows it (its own name while it leads). */
+  currentLeader(): string | undefined {
+    return this.isLeader() ? this.name : this.leaderName;
+  }
+
+  /** The fencing token of the current term while this member leads, else undefined. */
+  fencingToken(): number | undefined {
+    return this.isLeader() ? this.token : undefined;
+  }
+
+  /** Milliseconds this member may still act as leader without a further renewal; 0 when it does not lead. */
+  leaseRemaining(): number {
+    return this.isLeader() ? this.leaseDeadline - this.clock.now() : 0;
+  }
+
+  private async campaign(signal: AbortSignal): Promise<void> {
+    const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
+    let membership: M | undefined;
+    let renewal: Renewal<M> | undefined;
+    let membershipLost: unknown;
+    let phase = new AbortController();
+
+    const dropMembership = () => {
+      renewal?.stop();
+      renewal = undefined;
+      membership = undefined;
+      membershipLost = undefined;
+    };
+
+    try {
+      while (!signal.aborted) {
+        phase = new AbortController();
+        const phaseSignal = AbortSignal.any([signal, phase.signal]);
+        let step: ElectionPhase = "join";
+        try {
+          if (membershipLost !== undefined) throw membershipLost;
+          if (!membership) {
+            const sentAt = this.clock.now();
+            // Not aborted by stop(): the store may create the key even if we
+            // stop listening, and only a finished join tells us what to delete.
+            const joined = await this.backend.join(AbortSignal.timeout(this.options.requestTimeout));
+            membership = joined;
+            if (signal.aborted) break;
+            log.election("%s joined as %s (token %d)", this.name, joined.id, joined.token);
+            backoff.reset();
+            renewal = new Renewal(this.backend, joined, this.options, this.clock, {
+              renewed: (at) => {
+                if (!signal.aborted) this.extendLease(at);
+              },
+              failed: (error, attempt) => {
+                if (!signal.aborted) this.report("renew", error, attempt);
+              },
+              recovered: () => phase.abort(RESYNC),
+              lost: (error) => {
+                membershipLost = error;
+                phase.abort(error);
+              },
+            });
+            renewal.start(sentAt);
+          }
+
+          step = "wait";
+          await this.backend.awaitTurn(membership, (leader) => this.follow(leader), phaseSignal);
+          backoff.reset();
+
+          step = "lead";
+          const confirmedAt = await renewal!.renewNow(phaseSignal);
+          this.lead(membership.token, confirmedAt, phase);
+          await this.backend.awaitLoss(membership, phaseSignal);
+          throw new MembershipLostError(`membership ${membership.id} was removed from the store`);
+        } catch (thrown) {
+          if (signal.aborted) break;
+          const reason = phase.signal.aborted ? phase.signal.reason : thrown;
+          if (reason === RESYNC) {
+            log.election("%s resynchronising after a store outage", this.name);
+            continue;
+          }
+          if (isMembershipLost(reason)) {
+            this.stepDown();
+            log.election("%s lost its membership: %s", this.name, (reason as Error).message);
+            dropMembership();
+          }
+          this.report(step, reason, backoff.attempts + 1);
+          await sleep(this.clock, backoff.next(), signal).catch(() => undefined);
+        } finally {
+          phase.abort(new Error("phase over"));
+        }
+      }
+    } finally {
+      renewal?.stop();
+      if (membership) await this.leaveStore(membership);
+    }
+  }
+
+  private async leaveStore(membership: M): Promise<void> {
+    try {
+      await this.backend.leave(membership, AbortSignal.timeout(this.options.requestTimeout));
+      log.election("%s left: deleted %s", this.name, membership.id);
+    } catch (err) {
+      log.election("%s could not delete %s: %s", this.name, membership.id, (err as Error).message);
+    }
+  }
+
+  private follow(leader: string | undefined): void {
+    if (leader === undefined || leader === this.leaderName) return;
+    this.leaderName = leader;
+    this.emit("leader", leader);
+  }
+
+  private lead(token: number, confirmedAt: number, phase: AbortController): void {
+    this.onLeaseExpired = (error) => phase.abort(error);
+    this.extendLease(confirmedAt);
+    if (this.leading) return;
+    if (this.clock.now() >= this.leaseDeadline) {
+      throw new LeaseExpiredError("the renewal that was to start this term confirmed too late");
+    }
+    this.leading = true;
+    this.token = token;
+    this.leaderName = undefined;
+    log.election("%s elected (token %d)", this.name, token);
+    this.emit("elected", token);
+  }
+
+  /** A renewal sent at `sentAt` was confirmed: a leader may believe it leads until sentAt + TTL - margin. */
+  private extendLease(sentAt: number): void {
+    const deadline = sentAt + this.options.leaseHorizon;
+    if (deadline <= this.leaseDeadline) return;
+    this.leaseDeadline = deadline;
+    if (this.leading || this.onLeaseExpired) this.armDeadline();
+  }
+
+  private armDeadline(): void {
+    if (this.deadlineTimer !== undefined) this.clock.clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = this.clock.setTimeout(() => {
+      this.deadlineTimer = undefined;
+      if (!this.leading) return;
+      if (this.clock.now() < this.leaseDeadline) return this.armDeadline();
+      const expired = this.onLeaseExpired;
+      this.stepDown();
+      expired?.(new LeaseExpiredError(
+        `no renewal was confirmed within ${this.options.leaseHorizon} ms of the last one sent; stepped down`,
+      ));
+    }, Math.max(0, this.leaseDeadline - this.clock.now()));
+  }
+
+  private stepDown(): void {
+    if (this.deadlineTimer !== undefined) {
+      this.clock.clearTimeout(this.deadlineTimer);
+      this.deadlineTimer = undefined;
+    }
+    this.onLeaseExpired = undefined;
+    this.leaseDeadline = -Infinity;
+    if (!this.leading) return;
+    this.leading = false;
+    this.token = undefined;
+    log.election("%s unelected", this.name);
+    this.emit("unelected");
+  }
+
+  private report(phase: ElectionPhase, error: unknown, attempt: number): void {
+    const wrapped = new ElectionError(phase, attempt, error);
+    log.election("%s: %s", this.name, wrapped.message);
+    this.emit("error", wrapped);
+  }
+}

@@ -1,0 +1,58 @@
+// The package entry. `require("etcd-leader")` returns the factory itself, as
+// etcd-leader 0.0.1 did; everything else hangs off it.
+import { backendFor } from "./backends/select";
+import * as election from "./election";
+import * as errors from "./errors";
+import * as observer from "./observer";
+import { resolveOptions, type ElectionOptions as Options } from "./options";
+
+
+/**
+ * Creates a member of the election at `key`, named `name`, whose membership
+ * lives `ttl` seconds without renewal (default 10). Call `.start()` to join.
+ *
+ * `ttl` may also be an options object, or options may follow it.
+ */
+function etcdLeader(
+  client: unknown,
+  key: string,
+  name: string,
+  ttl?: number | string | Options,
+  options?: Options,
+): election.Election {
+  if (!client) throw new Error("etcd is required");
+  if (!key || !String(key).trim()) throw new Error("node key not specified");
+  if (!name || !String(name).trim()) throw new Error("node name not specified");
+  const resolved = typeof ttl === "object" && ttl !== null ? resolveOptions(undefined, ttl) : resolveOptions(ttl, options);
+  const backend = backendFor(client, String(key), String(name), resolved.ttlSeconds);
+  return new election.Election(backend, String(name), resolved);
+}
+
+namespace etcdLeader {
+  /**
+   * Follows who leads the election at `key` without joining it: `leader`
+   * events, and `currentLeader()`. Call `.start()` to begin.
+   */
+  export function observe(client: unknown, key: string, options?: Options): observer.LeaderObserver {
+    if (!client) throw new Error("etcd is required");
+    if (!key || !String(key).trim()) throw new Error("node key not specified");
+    const resolved = resolveOptions(undefined, options);
+    // The name is never written: an observer holds no membership.
+    const backend = backendFor(client, String(key), "observer", resolved.ttlSeconds);
+    return new observer.LeaderObserver(backend, resolved);
+  }
+
+  export type ElectionOptions = Options;
+  export type ElectionEvents = election.ElectionEvents;
+  export type ObserverEvents = observer.ObserverEvents;
+  export type ElectionPhase = errors.ElectionPhase;
+
+  export import Election = election.Election;
+  export import LeaderObserver = observer.LeaderObserver;
+  export import ElectionError = errors.ElectionError;
+  export import MembershipLostError = errors.MembershipLostError;
+  export import RequestTimeoutError = errors.RequestTimeoutError;
+  export import LeaseExpiredError = election.LeaseExpiredError;
+}
+
+export = etcdLeader;

@@ -1,0 +1,111 @@
+// Keeps one membership alive: renews it every refresh interval, retries failed
+// renewals with back-off, and tells its owner when each renewal that succeeded
+// was *sent*, which is what a leader's deadline is counted from.
+import type { ElectionBackend, Membership } from "./backend";
+import { Backoff } from "./backoff";
+import type { Clock } from "./clock";
+import { isMembershipLost } from "./errors";
+import type { ResolvedOptions } from "./options";
+
+export interface RenewalListener {
+  /** A renewal sent at `sentAt` (monotonic ms) was confirmed by the store. */
+  renewed(sentAt: number): void;
+  /** A renewal failed and will be retried. */
+  failed(error: unknown, attempt: number): void;
+  /** A renewal succeeded after one or more failures: long-lived watches may have died meanwhile. */
+  recovered(): void;
+  /** The store no longer holds the membership. Renewal has stopped. */
+  lost(error: unknown): void;
+}
+
+export class Renewal<M extends Membership> {
+  private readonly controller = new AbortController();
+  private readonly backoff: Backoff;
+  private timer: unknown;
+  private stopped = false;
+
+  constructor(
+    private readonly backend: ElectionBackend<M>,
+    private readonly membership: M,
+    private readonly options: ResolvedOptions,
+    private readonly clock: Clock,
+    private readonly listener: RenewalListener,
+  ) {
+    // Retries must fit several times into what is left of the TTL after a missed renewal.
+    const maxRetryDelay = Math.max(options.retryInitialDelay, Math.min(options.retryMaxDelay, options.refreshInterval / 4));
+    this.backoff = new Backoff(options.retryInitialDelay, maxRetryDelay);
+  }
+
+  /** Schedules the first renewal one refresh interval after `lastSentAt`. */
+  start(lastSentAt: number): void {
+    this.schedule(lastSentAt + this.options.refreshInterval - this.clock.now());
+  }
+
+  /**
+   * Renews at once and resolves with the send time once the store confirmed
+   * it; the periodic schedule restarts from there. Rejects on failure (the
+   * periodic renewal goes on) or when `signal` aborts.
+   */
+  async renewNow(signal: AbortSignal): Promise<number> {
+    this.cancelTimer();
+    try {
+      const sentAt = await this.attempt(signal);
+      this.schedule(this.options.refreshInterval);
+      return sentAt;
+    } catch (err) {
+      if (!this.stopped && this.timer === undefined) this.schedule(this.backoff.next());
+      throw err;
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.cancelTimer();
+    this.controller.abort(new Error("renewal stopped"));
+  }
+
+  private schedule(delay: number): void {
+    if (this.stopped) return;
+    this.cancelTimer();
+    this.timer = this.clock.setTimeout(() => {
+      this.timer = undefined;
+      void this.attempt(this.controller.signal).then(
+        () => this.schedule(this.options.refreshInterval),
+        () => {
+          if (!this.stopped && this.timer === undefined) this.schedule(this.backoff.next());
+        },
+      );
+    }, Math.max(0, delay));
+  }
+
+  private cancelTimer(): void {
+    if (this.timer !== undefined) {
+      this.clock.clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  /** One renewal; reports its outcome to the listener and rethrows failures. */
+  private async attempt(signal: AbortSignal): Promise<number> {
+    const sentAt = this.clock.now();
+    const requestSignal = AbortSignal.any([signal, this.controller.signal, AbortSignal.timeout(this.options.requestTimeout)]);
+    try {
+      await this.backend.renew(this.membership, requestSignal);
+    } catch (err) {
+      if (this.stopped || signal.aborted) throw err;
+      if (isMembershipLost(err)) {
+        this.stop();
+        this.listener.lost(err);
+      } else {
+        this.listener.failed(err, this.backoff.attempts + 1);
+      }
+      throw err;
+    }
+    if (this.stopped) return sentAt;
+    const hadFailed = this.backoff.attempts > 0;
+    this.backoff.reset();
+    this.listener.renewed(sentAt);
+    if (hadFailed) this.listener.recovered();
+    return sentAt;
+  }
+}
