@@ -223,10 +223,10 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private lead(token: number, confirmedAt: number, phase: AbortController): void {
     this.onLeaseExpired = (error) => phase.abort(error);
     this.extendLease(confirmedAt);
-    if (this.leading) return;
     if (this.clock.now() >= this.leaseDeadline) {
-      throw new LeaseExpiredError("the renewal that was to start this term confirmed too late");
+      throw new LeaseExpiredError("the renewal that was to confirm this term came too late");
     }
+    if (this.leading) return;
     this.leading = true;
     this.token = token;
     this.leaderName = undefined;
@@ -236,10 +236,11 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   /** A renewal sent at `sentAt` was confirmed: a leader may believe it leads until sentAt + TTL - margin. */
   private extendLease(sentAt: number): void {
-    const deadline = sentAt + this.options.leaseHorizon;
-    if (deadline <= this.leaseDeadline) return;
-    this.leaseDeadline = deadline;
-    if (this.leading || this.onLeaseExpired) this.armDeadline();
+    // A deadline that passed (the process was frozen, or the event loop
+    // blocked) is final: step down first, even if this renewal made it.
+    if (this.leading && this.clock.now() >= this.leaseDeadline) return this.expireLease();
+    this.leaseDeadline = Math.max(this.leaseDeadline, sentAt + this.options.leaseHorizon);
+    if (this.onLeaseExpired) this.armDeadline();
   }
 
   private armDeadline(): void {
@@ -248,12 +249,16 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       this.deadlineTimer = undefined;
       if (!this.leading) return;
       if (this.clock.now() < this.leaseDeadline) return this.armDeadline();
-      const expired = this.onLeaseExpired;
-      this.stepDown();
-      expired?.(new LeaseExpiredError(
-        `no renewal was confirmed within ${this.options.leaseHorizon} ms of the last one sent; stepped down`,
-      ));
+      this.expireLease();
     }, Math.max(0, this.leaseDeadline - this.clock.now()));
+  }
+
+  private expireLease(): void {
+    const expired = this.onLeaseExpired;
+    this.stepDown();
+    expired?.(new LeaseExpiredError(
+      `no renewal was confirmed within ${this.options.leaseHorizon} ms of the last one sent; stepped down`,
+    ));
   }
 
   private stepDown(): void {

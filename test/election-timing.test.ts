@@ -1,0 +1,172 @@
+// The state machine's timer logic on a hand-driven clock: when a leader must
+// step down, what it counts from, and that nothing is left running after stop.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { Election } from "../src/election";
+import { resolveOptions } from "../src/options";
+import { FakeClock, settle } from "./helpers/fake-clock";
+import { ScriptedBackend } from "./helpers/scripted-backend";
+
+// TTL 10 s: renewals every 5 s, margin 2 s, so a lease horizon of 8 s.
+const options = resolveOptions(10, { retryInitialDelay: 100, retryMaxDelay: 1000 });
+
+function setup() {
+  const clock = new FakeClock();
+  const backend = new ScriptedBackend();
+  const election = new Election(backend, "me", options, clock);
+  const events: string[] = [];
+  election.on("elected", (token) => events.push(`elected ${token} @${clock.now()}`));
+  election.on("unelected", () => events.push(`unelected @${clock.now()}`));
+  election.on("leader", (name) => events.push(`leader ${name}`));
+  election.on("error", () => undefined);
+  return { clock, backend, election, events };
+}
+
+async function elect(clock: FakeClock, election: Election): Promise<number> {
+  election.start();
+  await settle();
+  await clock.advance(0);
+  assert.equal(election.isLeader(), true, "expected the member to lead");
+  return clock.now();
+}
+
+describe("leader step-down timing", () => {
+  it("a healthy leader keeps leading across many renewal periods", async () => {
+    const { clock, election, events } = setup();
+    await elect(clock, election);
+    await clock.advance(60_000);
+    assert.equal(election.isLeader(), true);
+    assert.deepEqual(events.filter((e) => e.startsWith("unelected")), []);
+    election.stop();
+  });
+
+  it("steps down at the last confirmed renewal's send time + TTL - margin when renewals fail", async () => {
+    const { clock, backend, election, events } = setup();
+    const electedAt = await elect(clock, election);
+    backend.renewAnswer = "fail";
+    await clock.advance(7_999);
+    assert.equal(election.isLeader(), true, "still within the horizon");
+    await clock.advance(1);
+    assert.equal(election.isLeader(), false);
+    assert.deepEqual(events, [`elected 10 @${electedAt}`, `unelected @${electedAt + 8_000}`]);
+    election.stop();
+  });
+
+  it("counts the deadline from when a renewal was sent, not when it was confirmed", async () => {
+    const { clock, backend, election } = setup();
+    const electedAt = await elect(clock, election);
+    // The renewal sent at +5 s hangs until its request timeout; nothing extends the lease.
+    backend.renewAnswer = "hang";
+    await clock.advance(7_999);
+    assert.equal(election.isLeader(), true);
+    await clock.advance(1);
+    assert.equal(election.isLeader(), false, `stepped down at ${electedAt + 8_000}`);
+    election.stop();
+  });
+
+  it("answers isLeader() false past the deadline even before any timer has run (a frozen process)", async () => {
+    const { clock, election, events } = setup();
+    await elect(clock, election);
+    clock.jump(8_000);
+    assert.equal(election.isLeader(), false);
+    assert.equal(election.fencingToken(), undefined);
+    assert.equal(election.leaseRemaining(), 0);
+    assert.equal(election.currentLeader(), undefined);
+    // The step-down event comes when the timers finally run.
+    await clock.advance(0);
+    assert.ok(events.some((e) => e.startsWith("unelected")));
+    election.stop();
+  });
+
+  it("leaseRemaining() counts down from the horizon and is refilled by each renewal", async () => {
+    const { clock, election } = setup();
+    await elect(clock, election);
+    assert.equal(election.leaseRemaining(), 8_000);
+    await clock.advance(4_000);
+    assert.equal(election.leaseRemaining(), 4_000);
+    await clock.advance(1_000); // renewal at +5 s
+    assert.equal(election.leaseRemaining(), 8_000);
+    election.stop();
+  });
+
+  it("leads again once renewals succeed after a step-down, with the same membership", async () => {
+    const { clock, backend, election, events } = setup();
+    await elect(clock, election);
+    backend.renewAnswer = "fail";
+    await clock.advance(8_000);
+    assert.equal(election.isLeader(), false);
+    backend.renewAnswer = "ok";
+    await clock.advance(5_000);
+    assert.equal(election.isLeader(), true);
+    assert.equal(backend.joins, 1, "kept its place in line");
+    assert.equal(events.filter((e) => e.startsWith("elected")).length, 2);
+    election.stop();
+  });
+
+  it("steps down at once and rejoins when a renewal finds the membership gone", async () => {
+    const { clock, backend, election, events } = setup();
+    const electedAt = await elect(clock, election);
+    backend.renewAnswer = "lost";
+    await clock.advance(5_000);
+    assert.equal(election.isLeader(), false);
+    assert.deepEqual(events.slice(0, 2), [`elected 10 @${electedAt}`, `unelected @${electedAt + 5_000}`]);
+    backend.renewAnswer = "ok";
+    await clock.advance(1_000);
+    assert.equal(backend.joins, 2, "joined again at the back of the line");
+    assert.equal(election.isLeader(), true);
+    assert.equal(election.fencingToken(), 20);
+    election.stop();
+  });
+
+  it("steps down and rejoins when the store shows the membership removed", async () => {
+    const { clock, backend, election, events } = setup();
+    await elect(clock, election);
+    backend.removeMembership();
+    await clock.advance(0);
+    assert.ok(events.some((e) => e.startsWith("unelected")));
+    await clock.advance(1_000);
+    assert.equal(backend.joins, 2);
+    election.stop();
+  });
+
+  it("reports every failed renewal as an error with a growing attempt count, and keeps running", async () => {
+    const { clock, backend, election } = setup();
+    const attempts: number[] = [];
+    election.on("error", (err) => {
+      if (err.phase === "renew") attempts.push(err.attempt);
+    });
+    await elect(clock, election);
+    backend.renewAnswer = "fail";
+    await clock.advance(30_000);
+    assert.ok(attempts.length >= 5, `only ${attempts.length} renewal attempts`);
+    assert.deepEqual(attempts.slice(0, 4), [1, 2, 3, 4]);
+    assert.equal(election.isRunning(), true);
+    election.stop();
+  });
+
+  it("stop() emits unelected synchronously, leaves, and leaves no timer behind", async () => {
+    const { clock, backend, election, events } = setup();
+    await elect(clock, election);
+    election.stop();
+    assert.equal(events.at(-1)?.startsWith("unelected"), true);
+    assert.equal(election.isRunning(), false);
+    await election.leave();
+    assert.deepEqual(backend.leaves, ["member-1"]);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it("a follower emits leader, and becomes leader only when its turn comes", async () => {
+    const { clock, backend, election, events } = setup();
+    backend.firstInLine = false;
+    election.start();
+    await clock.advance(0);
+    assert.equal(election.isLeader(), false);
+    assert.equal(election.currentLeader(), "someone-else");
+    backend.grantTurn();
+    await clock.advance(0);
+    assert.equal(election.isLeader(), true);
+    assert.equal(election.currentLeader(), "me");
+    assert.deepEqual(events.map((e) => e.split(" @")[0]), ["leader someone-else", "elected 10"]);
+    election.stop();
+  });
+});
