@@ -99,9 +99,12 @@ export class EtcdServer {
       ...(this.options.extraArgs ?? []),
     ];
     const log = createWriteStream(this.logPath, { flags: "a" });
+    // The log is best effort: a cluster that failed to start removes its dir under it.
+    log.on("error", () => undefined);
     const child = spawn(etcdBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
     child.stdout!.pipe(log);
     child.stderr!.pipe(log);
+    child.once("exit", () => log.end());
     this.child = child;
     await new Promise<void>((resolve, reject) => {
       child.once("spawn", resolve);
