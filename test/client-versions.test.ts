@@ -1,0 +1,54 @@
+// etcd-leader 0.0.1 was written for node-etcd ^4; users may have any of 4.x to
+// 7.x. Each major version's client runs the same election against a real etcd.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import etcdLeader from "../src/index";
+import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+
+const clients: Array<[string, new (hosts: string[]) => unknown]> = [
+  ["node-etcd 4.2", require("node-etcd-v4")],
+  ["node-etcd 5.1", require("node-etcd-v5")],
+  ["node-etcd 6.0", require("node-etcd-v6")],
+  ["node-etcd 7.0", require("node-etcd")],
+];
+
+function once<T extends unknown[]>(emitter: { once(event: string, fn: (...args: T) => void): unknown }, event: string, ms = 10_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${event} within ${ms} ms`)), ms);
+    emitter.once(event, (...args: T) => {
+      clearTimeout(timer);
+      resolve(args);
+    });
+  });
+}
+
+describe("node-etcd client versions", () => {
+  let etcd: EtcdCluster;
+  before(async () => {
+    etcd = await startEtcd();
+  });
+  after(async () => {
+    await etcd.close();
+  });
+
+  for (const [label, Etcd] of clients) {
+    it(`elects, reports the leader and fails over with ${label}`, async () => {
+      const key = `/versions/${label.replace(/\W/g, "")}`;
+      const first = etcdLeader(new Etcd(etcd.hostPorts), key, "first", 2);
+      const second = etcdLeader(new Etcd(etcd.hostPorts), key, "second", 2);
+      try {
+        const [token] = await once<[number]>(first.start(), "elected");
+        assert.equal(typeof token, "number");
+        const leaderSeen = once<[string]>(second, "leader");
+        second.start();
+        assert.deepEqual(await leaderSeen, ["first"]);
+        const takeover = once<[number]>(second, "elected");
+        await first.leave();
+        const [nextToken] = await takeover;
+        assert.ok(nextToken > token, `token ${nextToken} after ${token}`);
+      } finally {
+        await Promise.all([first.leave(), second.leave()]);
+      }
+    });
+  }
+});
