@@ -1,6 +1,7 @@
 // Small helpers for AbortSignal-driven cancellation: every wait in the library
 // settles as soon as its owner aborts, so stop() leaves nothing running.
 import type { Clock } from "./clock";
+import { RequestTimeoutError } from "./errors";
 
 /** Resolves after `ms`, or rejects with the signal's reason once it aborts. */
 export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
@@ -29,4 +30,52 @@ export function whenAborted(signal: AbortSignal): Promise<never> {
 /** A signal that aborts when any of `signals` does. */
 export function anySignal(...signals: AbortSignal[]): AbortSignal {
   return AbortSignal.any(signals);
+}
+
+/**
+ * Why a request stopped waiting: a RequestTimeoutError when its signal came
+ * from AbortSignal.timeout(), else whatever the signal was aborted with.
+ */
+export function abortReason(operation: string, signal: AbortSignal): unknown {
+  const reason = signal.reason as { name?: string } | undefined;
+  return reason?.name === "TimeoutError" ? new RequestTimeoutError(operation) : signal.reason;
+}
+
+/**
+ * Waits for `pending` until `signal` aborts. The work itself goes on: a caller
+ * that must undo a late result (a key created after we stopped waiting)
+ * attaches its own handler to `pending`.
+ */
+export function untilAborted<T>(operation: string, pending: Promise<T>, signal: AbortSignal): Promise<T> {
+  pending.catch(() => undefined);
+  if (signal.aborted) return Promise.reject(abortReason(operation, signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortReason(operation, signal));
+    signal.addEventListener("abort", onAbort, { once: true });
+    pending.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/**
+ * Runs a listener-invoking call so that an exception thrown by user code in a
+ * listener cannot derail the election: it is rethrown on the next tick, as an
+ * uncaught exception, the way an exception in any other callback would be.
+ */
+export function emitSafely(emit: () => void): void {
+  try {
+    emit();
+  } catch (err) {
+    process.nextTick(() => {
+      throw err;
+    });
+  }
 }

@@ -15,7 +15,7 @@
 // A deletion of the key from outside is the one exception: the member learns
 // it from a watch, as fast as the successor does, not before.
 import { EventEmitter } from "eventemitter3";
-import { sleep } from "./abort";
+import { emitSafely, sleep } from "./abort";
 import type { ElectionBackend, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
@@ -217,7 +217,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private follow(leader: string | undefined): void {
     if (leader === undefined || leader === this.leaderName) return;
     this.leaderName = leader;
-    this.emit("leader", leader);
+    emitSafely(() => this.emit("leader", leader));
   }
 
   private lead(token: number, confirmedAt: number, phase: AbortController): void {
@@ -231,7 +231,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.token = token;
     this.leaderName = undefined;
     log.election("%s elected (token %d)", this.name, token);
-    this.emit("elected", token);
+    emitSafely(() => this.emit("elected", token));
   }
 
   /** A renewal sent at `sentAt` was confirmed: a leader may believe it leads until sentAt + TTL - margin. */
@@ -272,12 +272,12 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.leading = false;
     this.token = undefined;
     log.election("%s unelected", this.name);
-    this.emit("unelected");
+    emitSafely(() => this.emit("unelected"));
   }
 
   private report(phase: ElectionPhase, error: unknown, attempt: number): void {
     const wrapped = new ElectionError(phase, attempt, error);
     log.election("%s: %s", this.name, wrapped.message);
-    this.emit("error", wrapped);
+    emitSafely(() => this.emit("error", wrapped));
   }
 }

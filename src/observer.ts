@@ -1,7 +1,7 @@
 // Discovery without campaigning: follows who leads an election without taking
 // part in it, for services that only need to know where the leader is.
 import { EventEmitter } from "eventemitter3";
-import { sleep } from "./abort";
+import { emitSafely, sleep } from "./abort";
 import type { ElectionBackend } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
@@ -64,13 +64,13 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
           if (this.known && name === this.leaderName) return;
           this.known = true;
           this.leaderName = name;
-          this.emit("leader", name);
+          emitSafely(() => this.emit("leader", name));
         }, signal);
       } catch (err) {
         if (signal.aborted) return;
         const error = new ElectionError("observe", backoff.attempts + 1, err);
         log.observer("%s", error.message);
-        this.emit("error", error);
+        emitSafely(() => this.emit("error", error));
         await sleep(this.clock, backoff.next(), signal).catch(() => undefined);
       }
     }

@@ -16,6 +16,7 @@
 // with a point read. A listing happens only on joining and when etcd has
 // forgotten the history a watch needs (error 401).
 import type { ElectionBackend, LeaderListener, Membership } from "../backend";
+import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
 import {
@@ -48,6 +49,8 @@ const REMOVALS = new Set(["delete", "expire", "compareAndDelete"]);
 export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   readonly description: string;
   private readonly dir: string;
+  /** The directory as etcd names it in answers: one leading slash, none trailing. */
+  private readonly dirPath: string;
 
   constructor(
     private readonly client: NodeEtcdClient,
@@ -56,17 +59,35 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     private readonly ttlSeconds: number,
   ) {
     this.dir = key;
+    this.dirPath = `/${key.replace(/^\/+|\/+$/g, "")}`;
     this.description = `etcd v2 ${key}`;
   }
 
   async join(signal: AbortSignal): Promise<V2Membership> {
-    const { body, etcdIndex } = await call(
+    // etcd may apply a create whose answer comes after we stopped waiting, and
+    // only that answer names the key: keep listening for it (up to a TTL, after
+    // which the key is gone anyway) and delete what it names.
+    const creating = call(
       "create membership",
       (cb) => this.client.create(this.dir, this.name, { ttl: this.ttlSeconds, ...NO_CLIENT_RETRIES }, cb),
-      signal,
+      AbortSignal.timeout(this.ttlSeconds * 1000),
     );
+    creating.then(
+      ({ body }) => {
+        if (signal.aborted && body.node) this.abandon(body.node.key);
+      },
+      () => undefined,
+    );
+    const { body, etcdIndex } = await untilAborted("create membership", creating, signal);
     const node = requireNode(body, "create");
     return { id: node.key, token: node.createdIndex, knownAliveAt: etcdIndex ?? node.modifiedIndex };
+  }
+
+  private abandon(key: string): void {
+    call("delete abandoned membership", (cb) => this.client.del(key, { ...NO_CLIENT_RETRIES }, cb), AbortSignal.timeout(this.ttlSeconds * 1000)).then(
+      () => log.v2("deleted %s, created after its member stopped waiting", key),
+      (err: unknown) => log.v2("could not delete abandoned %s: %s", key, (err as Error).message),
+    );
   }
 
   async renew(membership: V2Membership, signal: AbortSignal): Promise<void> {
@@ -183,6 +204,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     // of the directory: one listing, then every join and departure as it comes.
     for (;;) {
       const { members, etcdIndex } = await this.list(signal);
+      if (etcdIndex === 0) throw new Error("etcd did not say which index its answer is at; cannot watch");
       const line = new Map(members.map((m) => [m.key, m]));
       onLeader(oldest(line)?.name);
       let from = etcdIndex + 1;
@@ -191,9 +213,15 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         if (event === "history-gone") break;
         const node = event.node;
         from = node.modifiedIndex + 1;
-        if (!isMembershipNode(node, this.dir)) continue;
-        if (REMOVALS.has(event.action)) line.delete(node.key);
-        else line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex });
+        if (REMOVALS.has(event.action)) {
+          // Removal events carry no value; the election directory's own removal empties the line.
+          if (node.key === this.dirPath) line.clear();
+          else line.delete(node.key);
+        } else if (isMembershipNode(node, this.dirPath)) {
+          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex });
+        } else {
+          continue;
+        }
         onLeader(oldest(line)?.name);
       }
     }
@@ -209,13 +237,14 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         signal,
       );
     } catch (err) {
-      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { members: [], etcdIndex: 0 };
+      // An election nobody has joined yet: etcd's answer still says where its index is.
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { members: [], etcdIndex: errorIndex(err) };
       throw err;
     }
     const node = requireNode(response.body, "list");
     if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
     const members = (node.nodes ?? [])
-      .filter((n) => isMembershipNode(n, this.dir))
+      .filter((n) => isMembershipNode(n, this.dirPath))
       .map((n) => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex }))
       .sort((a, b) => a.createdIndex - b.createdIndex);
     const highestSeen = Math.max(node.modifiedIndex, ...members.map((m) => m.createdIndex));
@@ -313,15 +342,21 @@ class WatchSet {
   }
 }
 
+/** The etcd index an error answer carries (etcd puts it in the body's `index`). */
+function errorIndex(err: unknown): number {
+  const index = (err as { error?: { index?: unknown } }).error?.index;
+  return typeof index === "number" ? index : 0;
+}
+
 function requireNode(body: V2Body, operation: string): V2Node {
   if (!body.node) throw new Error(`etcd answered ${operation} without a node`);
   return body.node;
 }
 
 /** In-order keys directly under the election directory; anything else there is not a member. */
-function isMembershipNode(node: V2Node, dir: string): boolean {
+function isMembershipNode(node: V2Node, dirPath: string): boolean {
   if (node.dir || typeof node.value !== "string") return false;
-  const prefix = `/${dir.replace(/^\/+|\/+$/g, "")}/`;
+  const prefix = `${dirPath}/`;
   return node.key.startsWith(prefix) && /^\d{20}$/.test(node.key.slice(prefix.length));
 }
 

@@ -1,7 +1,7 @@
 // The part of the node-etcd client (4.x to 7.x) that the v2 backend uses, made
 // promise-shaped and cancellable. node-etcd calls back `(err, body, headers)`
 // and returns a request that can be aborted; an aborted request never calls back.
-import { RequestTimeoutError } from "../errors";
+import { abortReason } from "../abort";
 
 export type NodeEtcdCallback = (err: NodeEtcdError | null, body?: unknown, headers?: Record<string, string | string[] | undefined>) => void;
 
@@ -73,13 +73,13 @@ export function call(
   signal: AbortSignal,
 ): Promise<V2Response> {
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(reasonOf(operation, signal));
+    if (signal.aborted) return reject(abortReason(operation, signal));
     let settled = false;
     const onAbort = () => {
       if (settled) return;
       settled = true;
       abortRequest(request);
-      reject(reasonOf(operation, signal));
+      reject(abortReason(operation, signal));
     };
     const request = start((err, body, headers) => {
       if (settled) return;
@@ -95,12 +95,6 @@ export function call(
 function abortRequest(request: unknown): void {
   const abort = (request as Abortable | undefined)?.abort;
   if (typeof abort === "function") abort.call(request);
-}
-
-function reasonOf(operation: string, signal: AbortSignal): unknown {
-  const reason = signal.reason as { name?: string } | undefined;
-  if (reason?.name === "TimeoutError") return new RequestTimeoutError(operation);
-  return signal.reason;
 }
 
 function indexFrom(headers: Record<string, string | string[] | undefined> | undefined): number | undefined {
