@@ -1,0 +1,200 @@
+// The part of the `etcd3` client (1.x) that the v3 backend uses, made
+// cancellable. Only types come from "etcd3": the package stays an optional
+// peer dependency, and any object of this shape will do (an Etcd3 client or
+// one of its namespaces).
+//
+// Two things the client does not offer are built here:
+// - A lease keep-alive that can be abandoned. `Lease.keepaliveOnce()` leaves
+//   its stream open until etcd answers, so the backend opens the LeaseKeepAlive
+//   stream itself (through `leaseClient`, which etcd3 marks internal but has
+//   exposed since 0.2) and closes it when the caller gives up.
+// - Watches that report failures. An etcd3 Watcher reconnects on its own, but
+//   resumes after the revision etcd's "created" answer carried, past events it
+//   may not have delivered yet, so an event can be lost. `Watches` treats any
+//   disconnection as a failure instead, and the state machine starts the phase
+//   over from a fresh read.
+//
+// Unary requests are not cancelled: etcd3 would count a cancelled call as a
+// failed connection and close every stream on it. An abandoned request runs
+// to its end (unary calls fail fast when etcd is unreachable) and its answer
+// is dropped (`untilAborted`).
+import type { IKeyValue, ILeaseKeepAliveResponse, Namespace, Watcher } from "etcd3";
+import { abortReason, untilAborted } from "../abort";
+
+/** What the v3 backend needs of an etcd3 client. */
+export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "if" | "watch" | "leaseClient">;
+
+export function isEtcd3Client(client: unknown): client is Etcd3Client {
+  if (typeof client !== "object" || client === null) return false;
+  const c = client as Record<string, unknown>;
+  const leaseClient = c.leaseClient as Record<string, unknown> | undefined;
+  return (
+    ["lease", "watch", "namespace", "getAll", "get", "put", "if"].every((method) => typeof c[method] === "function") &&
+    typeof leaseClient === "object" &&
+    leaseClient !== null &&
+    ["leaseGrant", "leaseKeepAlive", "leaseRevoke"].every((method) => typeof leaseClient[method] === "function")
+  );
+}
+
+/** One round trip on a LeaseKeepAlive stream; the stream is closed afterwards, or as soon as the signal aborts. */
+export async function keepAliveOnce(
+  client: Etcd3Client,
+  leaseId: string,
+  signal: AbortSignal,
+): Promise<ILeaseKeepAliveResponse> {
+  const opening = client.leaseClient.leaseKeepAlive();
+  const stream = await untilAborted("keep-alive", opening, signal).catch((err: unknown) => {
+    // Opening finishes on its own; close what it opens for nobody.
+    void opening.then((late) => late.end(), () => undefined);
+    throw err;
+  });
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const settle = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener("abort", onAbort);
+      // Half-closing first keeps etcd3 from taking the cancellation below for a broken connection.
+      stream.end();
+      outcome();
+    };
+    const onAbort = () =>
+      settle(() => {
+        stream.cancel();
+        reject(abortReason("keep-alive", signal));
+      });
+    stream.on("data", (response) => settle(() => resolve(response)));
+    stream.on("error", (err) => settle(() => reject(err)));
+    stream.on("end", () => settle(() => reject(new Error("etcd closed the keep-alive stream without answering"))));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    stream.write({ ID: leaseId });
+  });
+}
+
+/** An event on a watched key, tagged with the name its watch was added under. */
+export interface WatchEvent<Name extends string> {
+  readonly watch: Name;
+  readonly type: "put" | "delete";
+  /** For a delete, only `key` and `mod_revision` (the deletion's revision) are set. */
+  readonly kv: IKeyValue;
+}
+
+export interface WatchTarget {
+  /** One key, or every key under a prefix. */
+  key?: string;
+  prefix?: string;
+  /** Deliver deletions only. */
+  deletesOnly?: boolean;
+}
+
+/**
+ * A few etcd3 watchers feeding one queue of events, each added under a name,
+ * all cancelled by `close()` or when the signal aborts. A watcher that etcd
+ * cancels (see isCancelledByEtcd) or that loses its stream fails the whole set.
+ */
+export class Watches<Name extends string> {
+  private readonly watchers = new Map<Name, Watcher>();
+  private queue: Array<WatchEvent<Name> & { from: Watcher }> = [];
+  private failure: { error: unknown } | undefined;
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private readonly onAbort = () => {
+    this.fail(this.signal.reason);
+    this.close();
+  };
+
+  constructor(
+    private readonly client: Etcd3Client,
+    private readonly signal: AbortSignal,
+  ) {
+    if (signal.aborted) this.onAbort();
+    else signal.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  /** Watches `target` from revision `from` on, replacing any watch added under `name` before. */
+  add(name: Name, target: WatchTarget, from: number): void {
+    if (this.closed) return;
+    this.remove(name);
+    let builder = this.client.watch();
+    if (target.prefix !== undefined) builder = builder.prefix(target.prefix);
+    else if (target.key !== undefined) builder = builder.key(target.key);
+    else throw new TypeError("a watch needs a key or a prefix");
+    if (target.deletesOnly) builder = builder.only("delete");
+    // `watcher()` attaches at once and hands the watcher over before etcd
+    // confirms it, unlike `create()`: only so can a watch on an unreachable
+    // etcd be cancelled.
+    const watcher = builder.startRevision(String(from)).watcher();
+    const push = (type: "put" | "delete") => (kv: IKeyValue) => {
+      if (this.watchers.get(name) !== watcher) return;
+      this.queue.push({ watch: name, type, kv, from: watcher });
+      this.wakeUp();
+    };
+    watcher.on("put", push("put"));
+    watcher.on("delete", push("delete"));
+    watcher.on("error", (err) => {
+      if (this.watchers.get(name) === watcher) this.fail(err);
+    });
+    watcher.on("disconnected", (err) => {
+      if (this.watchers.get(name) === watcher) this.fail(err);
+    });
+    this.watchers.set(name, watcher);
+  }
+
+  /** Stops the watch added under `name` and drops its undelivered events. */
+  remove(name: Name): void {
+    const watcher = this.watchers.get(name);
+    if (!watcher) return;
+    this.watchers.delete(name);
+    this.queue = this.queue.filter((event) => event.from !== watcher);
+    cancel(watcher);
+  }
+
+  /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */
+  async next(): Promise<WatchEvent<Name>> {
+    for (;;) {
+      const event = this.queue.shift();
+      if (event) return { watch: event.watch, type: event.type, kv: event.kv };
+      if (this.failure) throw this.failure.error;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.signal.removeEventListener("abort", this.onAbort);
+    for (const name of [...this.watchers.keys()]) this.remove(name);
+    this.fail(new Error("watches closed"));
+  }
+
+  private fail(error: unknown): void {
+    this.failure ??= { error };
+    this.wakeUp();
+  }
+
+  private wakeUp(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}
+
+/**
+ * etcd cancelled a watch. It does so when the history the watch starts from
+ * was compacted away; etcd 3.4 then gives no reason (only the compact
+ * revision, which etcd3 drops), so a cancellation is all that can be seen.
+ */
+export function isCancelledByEtcd(err: unknown): boolean {
+  return err instanceof Error && /^Watcher canceled/.test(err.message);
+}
+
+/** etcd does not know the lease: it expired or was revoked. */
+export function isLeaseNotFound(err: unknown): boolean {
+  return err instanceof Error && /requested lease not found/.test(err.message);
+}
+
+function cancel(watcher: Watcher): void {
+  // Detaching waits for etcd to confirm; nothing here needs to wait for that.
+  watcher.cancel().catch(() => undefined);
+}

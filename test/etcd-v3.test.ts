@@ -1,0 +1,523 @@
+// The etcd v3 backend against a real etcd: elections among our own members,
+// fail-over, keys deleted from outside, clean leaving, and one election shared
+// with `etcdctl elect`.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { resolve as resolvePath } from "node:path";
+import { after, afterEach, before, describe, it } from "node:test";
+import { Etcd3, type Namespace } from "etcd3";
+import { EtcdV3Backend, type V3Membership } from "../src/backends/etcd-v3";
+import { MembershipLostError } from "../src/errors";
+import etcdLeader from "../src/index";
+import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+
+type Election = ReturnType<typeof etcdLeader>;
+type Recorded = { at: number; type: "elected" | "unelected" | "leader" | "error"; value?: unknown };
+
+interface Member {
+  name: string;
+  election: Election;
+  events: Recorded[];
+}
+
+let cluster: EtcdCluster;
+let client: Etcd3;
+const clients = new Set<Etcd3>();
+const elections = new Set<Election>();
+const processes = new Set<ChildProcess>();
+let keys = 0;
+
+before(async () => {
+  cluster = await startEtcd({ enableV2: false });
+  client = newClient();
+});
+
+afterEach(async () => {
+  await Promise.all([...elections].map((e) => e.leave()));
+  elections.clear();
+  await Promise.all([...processes].map((p) => stopProcess(p, "SIGKILL")));
+});
+
+after(async () => {
+  for (const c of clients) c.close();
+  await cluster?.close();
+});
+
+function newClient(): Etcd3 {
+  const c = new Etcd3({ hosts: cluster.hostPorts });
+  clients.add(c);
+  return c;
+}
+
+function uniqueKey(label: string): string {
+  return `/etcd-leader-v3/${label}-${++keys}`;
+}
+
+function startMember(name: string, key: string, options: { ttl?: number; via?: Namespace } = {}): Member {
+  const election = etcdLeader(options.via ?? client, key, name, options.ttl ?? 2);
+  const member: Member = { name, election, events: [] };
+  const record = (type: Recorded["type"]) => (value?: unknown) =>
+    member.events.push({ at: performance.now(), type, value });
+  election.on("elected", record("elected"));
+  election.on("unelected", record("unelected"));
+  election.on("leader", record("leader"));
+  election.on("error", record("error"));
+  elections.add(election);
+  election.start();
+  return member;
+}
+
+function eventsOf(member: Member, type: Recorded["type"]): Recorded[] {
+  return member.events.filter((e) => e.type === type);
+}
+
+function leaderNames(member: Member): unknown[] {
+  return eventsOf(member, "leader").map((e) => e.value);
+}
+
+function lastEvent(member: Member, type: Recorded["type"]): Recorded {
+  const found = eventsOf(member, type).at(-1);
+  assert.ok(found, `${member.name} has no ${type} event`);
+  return found;
+}
+
+async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await condition())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The members' keys under `<key>/`, oldest first. */
+async function line(key: string): Promise<Array<{ key: string; name: string; createRevision: number; lease: string }>> {
+  const response = await client.getAll().prefix(`${key}/`).sort("Create", "Ascend").exec();
+  return response.kvs.map((kv) => ({
+    key: kv.key.toString(),
+    name: kv.value.toString(),
+    createRevision: Number(kv.create_revision),
+    lease: kv.lease,
+  }));
+}
+
+async function joinInOrder(key: string, names: string[]): Promise<Member[]> {
+  const members: Member[] = [];
+  for (const name of names) {
+    members.push(startMember(name, key));
+    await waitFor(async () => (await line(key)).length === members.length, `${name} to join`);
+  }
+  return members;
+}
+
+/** An etcdctl process; `output()` is what it printed to stdout, `errors()` to stderr. */
+function etcdctl(args: string[]): ChildProcess & { output: () => string; errors: () => string } {
+  const child = spawn("etcdctl", [`--endpoints=${cluster.clientUrls[0]}`, ...args], {
+    env: { ...process.env, ETCDCTL_API: "3" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  let errors = "";
+  child.stdout!.on("data", (chunk) => (output += String(chunk)));
+  child.stderr!.on("data", (chunk) => (errors += String(chunk)));
+  processes.add(child);
+  child.once("exit", () => processes.delete(child));
+  return Object.assign(child, { output: () => output, errors: () => errors });
+}
+
+async function stopProcess(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill(signal);
+  await exited;
+}
+
+async function etcdctlRun(args: string[]): Promise<string> {
+  const child = etcdctl(args);
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  assert.equal(code, 0, `etcdctl ${args.join(" ")} failed: ${child.errors()}`);
+  return child.output();
+}
+
+/** Watchers and LeaseKeepAlive streams open on the etcd server, from its metrics. */
+async function serverStreams(): Promise<{ watchers: number; keepAlives: number }> {
+  const text = await (await fetch(`${cluster.clientUrls[0]}/metrics`)).text();
+  const sum = (pattern: RegExp) =>
+    text
+      .split("\n")
+      .filter((l) => pattern.test(l))
+      .reduce((total, l) => total + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+  return {
+    watchers: sum(/^etcd_debugging_mvcc_watcher_total /),
+    keepAlives:
+      sum(/^grpc_server_started_total\{grpc_method="LeaseKeepAlive"/) -
+      sum(/^grpc_server_handled_total\{[^}]*grpc_method="LeaseKeepAlive"/),
+  };
+}
+
+function noLeader(): void {}
+
+/** A test that hangs fails on its own instead of holding up the file. */
+const limit = { timeout: 15_000 };
+
+describe("etcd v3 backend", () => {
+  it("elects exactly one of three members, keyed like etcd's recipe, with its create revision as token", limit, async () => {
+    const key = uniqueKey("three");
+    const [a, b, c] = await joinInOrder(key, ["a", "b", "c"]);
+    await waitFor(() => a!.election.isLeader(), "a to lead");
+    await sleep(300);
+
+    const members = await line(key);
+    assert.deepEqual(members.map((m) => m.name), ["a", "b", "c"]);
+    for (const m of members) assert.equal(m.key, `${key}/${BigInt(m.lease).toString(16)}`);
+    assert.deepEqual(eventsOf(a!, "elected").map((e) => e.value), [members[0]!.createRevision]);
+    assert.equal(a!.election.fencingToken(), members[0]!.createRevision);
+    for (const follower of [b!, c!]) {
+      assert.equal(follower.election.isLeader(), false);
+      assert.deepEqual(eventsOf(follower, "elected"), []);
+      assert.deepEqual(leaderNames(follower), ["a"], `${follower.name} saw leaders ${leaderNames(follower)}`);
+    }
+    assert.deepEqual(leaderNames(a!), []);
+    for (const m of [a!, b!, c!]) assert.deepEqual(eventsOf(m, "error"), [], `${m.name} reported errors`);
+  });
+
+  it("hands over to the next member when the leader stops, and every follower learns the new leader", limit, async (t) => {
+    const key = uniqueKey("stop");
+    const [a, b, c, d] = await joinInOrder(key, ["a", "b", "c", "d"]);
+    await waitFor(() => a!.election.isLeader(), "a to lead");
+    await waitFor(() => [b!, c!, d!].every((m) => leaderNames(m).length === 1), "followers to know a");
+    const firstToken = a!.election.fencingToken()!;
+
+    const stoppedAt = performance.now();
+    await a!.election.leave();
+    await waitFor(() => b!.election.isLeader(), "b to lead");
+    await waitFor(() => [c!, d!].every((m) => leaderNames(m).length === 2), "c and d to learn of b");
+
+    assert.equal(eventsOf(a!, "unelected").length, 1);
+    assert.ok(lastEvent(b!, "elected").value as number > firstToken, "the new token is larger");
+    assert.deepEqual(leaderNames(b!), ["a"], "b never names itself or anyone else");
+    for (const follower of [c!, d!]) {
+      assert.deepEqual(leaderNames(follower), ["a", "b"]);
+      const latency = lastEvent(follower, "leader").at - stoppedAt;
+      t.diagnostic(`${follower.name} learned of b ${latency.toFixed(0)} ms after a's leave() began`);
+      assert.ok(latency < 500, `${follower.name} learned of b after ${latency.toFixed(0)} ms`);
+    }
+    for (const m of [b!, c!, d!]) assert.deepEqual(eventsOf(m, "error"), [], `${m.name} reported errors`);
+    assert.deepEqual(await line(key).then((l) => l.map((m) => m.name)), ["b", "c", "d"]);
+  });
+
+  it("hands over when the leader's process is gone and its lease expires", limit, async (t) => {
+    const key = uniqueKey("expiry");
+    const gone = newClient();
+    const a = startMember("a", key, { ttl: 1, via: gone });
+    await waitFor(() => a.election.isLeader(), "a to lead");
+    const b = startMember("b", key);
+    await waitFor(() => leaderNames(b).includes("a"), "b to follow a");
+    const [aKey] = await line(key);
+    const granted = await client.leaseClient.leaseTimeToLive({ ID: aKey!.lease });
+    assert.equal(granted.grantedTTL, "1", "etcd grants the 1 s lease asked for");
+
+    // The process holding a's lease dies without leaving: nothing renews it any more.
+    gone.close();
+    const closedAt = performance.now();
+    await waitFor(() => b.election.isLeader(), "b to lead", 5_000);
+    const handover = lastEvent(b, "elected").at - closedAt;
+    t.diagnostic(`b was elected ${handover.toFixed(0)} ms after a's client closed (a's lease: 1 s)`);
+
+    assert.equal(a.election.isLeader(), false);
+    assert.ok(lastEvent(a, "unelected").at < lastEvent(b, "elected").at, "a stepped down before b was elected");
+    assert.deepEqual((await line(key)).map((m) => m.name), ["b"]);
+    assert.ok(handover > 300, `b was elected only ${handover.toFixed(0)} ms after a's client closed`);
+  });
+
+  it("a leader whose key is deleted from outside steps down and rejoins at the back of the line", limit, async () => {
+    const key = uniqueKey("deleted-leader");
+    const [a, b] = await joinInOrder(key, ["a", "b"]);
+    await waitFor(() => a!.election.isLeader(), "a to lead");
+    const [aKey, bKey] = await line(key);
+
+    await etcdctlRun(["del", aKey!.key]);
+    await waitFor(() => b!.election.isLeader(), "b to lead");
+    await waitFor(async () => (await line(key)).length === 2, "a to rejoin");
+
+    assert.equal(eventsOf(a!, "unelected").length, 1);
+    assert.ok(lastEvent(a!, "unelected").at <= lastEvent(b!, "elected").at + 100, "a stepped down no later than b took over");
+    const [first, second] = await line(key);
+    assert.equal(first!.key, bKey!.key);
+    assert.equal(second!.name, "a");
+    assert.ok(second!.createRevision > bKey!.createRevision, "a is now behind b");
+    await waitFor(() => leaderNames(a!).includes("b"), "a to follow b");
+
+    await b!.election.leave();
+    await waitFor(() => a!.election.isLeader(), "a to lead again");
+    assert.equal(lastEvent(a!, "elected").value, second!.createRevision);
+  });
+
+  it("a follower whose key is deleted from outside rejoins at once instead of waiting on a key it lost", limit, async () => {
+    const key = uniqueKey("deleted-follower");
+    const [a, b] = await joinInOrder(key, ["a", "b"]);
+    await waitFor(() => leaderNames(b!).includes("a"), "b to follow a");
+    const [, bKey] = await line(key);
+
+    await etcdctlRun(["del", bKey!.key]);
+    await waitFor(async () => (await line(key)).length === 2, "b to rejoin", 2_000);
+
+    const [first, second] = await line(key);
+    assert.equal(first!.name, "a");
+    assert.equal(second!.name, "b");
+    assert.notEqual(second!.key, bKey!.key);
+    assert.ok(a!.election.isLeader());
+    assert.deepEqual(eventsOf(b!, "elected"), []);
+  });
+
+  it("a new value put on the leader's key (etcd's Proclaim) reaches every follower", limit, async () => {
+    const key = uniqueKey("proclaim");
+    const [a, b, c] = await joinInOrder(key, ["a", "b", "c"]);
+    await waitFor(() => [b!, c!].every((m) => leaderNames(m).length === 1), "followers to know a");
+    const [aKey] = await line(key);
+
+    await client.put(aKey!.key).value("a-renamed").ignoreLease().exec();
+
+    await waitFor(() => [b!, c!].every((m) => leaderNames(m).length === 2), "followers to learn the new name");
+    for (const follower of [b!, c!]) assert.deepEqual(leaderNames(follower), ["a", "a-renamed"]);
+    assert.ok(a!.election.isLeader());
+  });
+
+  it("works through an etcd3 namespace, whose prefix comes before the election key", limit, async () => {
+    const key = uniqueKey("namespace");
+    const namespaced = client.namespace("app/");
+    const a = startMember("a", key, { via: namespaced });
+    await waitFor(() => a.election.isLeader(), "a to lead");
+    const b = startMember("b", key, { via: namespaced });
+    await waitFor(() => leaderNames(b).includes("a"), "b to follow a");
+
+    assert.deepEqual((await line(`app/${key}`)).map((m) => m.name), ["a", "b"]);
+    await a.election.leave();
+    await waitFor(() => b.election.isLeader(), "b to lead");
+    assert.deepEqual(eventsOf(b, "error"), []);
+  });
+
+  it("leave() revokes the lease, which deletes the key", limit, async () => {
+    const key = uniqueKey("leave");
+    const a = startMember("a", key);
+    await waitFor(() => a.election.isLeader(), "a to lead");
+    const [aKey] = await line(key);
+    const granted = await client.leaseClient.leaseTimeToLive({ ID: aKey!.lease });
+    assert.equal(granted.grantedTTL, "2");
+
+    await a.election.leave();
+
+    assert.deepEqual(await line(key), []);
+    const leases = await client.leaseClient.leaseLeases();
+    assert.ok(!leases.leases.some((l) => l.ID === aKey!.lease), "the lease is revoked");
+    assert.equal(eventsOf(a, "unelected").length, 1);
+  });
+
+  it("leaves nothing running: a process exits by itself after leave() and client.close()", limit, async () => {
+    const key = uniqueKey("exit");
+    const script = `
+      const etcdLeader = require("./src/index.ts");
+      const { Etcd3 } = require("etcd3");
+      const client = new Etcd3({ hosts: ${JSON.stringify(cluster.hostPorts)} });
+      const a = etcdLeader(client, ${JSON.stringify(key)}, "a", 2).start();
+      const b = etcdLeader(client, ${JSON.stringify(key)}, "b", 2).start();
+      const observer = etcdLeader.observe(client, ${JSON.stringify(key)}).start();
+      let elected = false;
+      const finish = () => {
+        if (elected) return;
+        elected = true;
+        setTimeout(async () => {
+          observer.stop();
+          await Promise.all([a.leave(), b.leave()]);
+          client.close();
+          console.log("closed");
+        }, 300);
+      };
+      a.on("elected", finish);
+      b.on("elected", finish);
+    `;
+    const child = spawn(process.execPath, ["--import", "tsx", "-e", script], {
+      cwd: resolvePath(__dirname, ".."),
+      env: { ...process.env, DEBUG: "etcd-leader:*" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    processes.add(child);
+    let output = "";
+    child.stdout.on("data", (chunk) => (output += String(chunk)));
+    child.stderr.on("data", (chunk) => (output += String(chunk)));
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([
+      new Promise<number | null>((resolve) => child.once("exit", resolve)),
+      new Promise<string>((resolve) => (timer = setTimeout(resolve, 10_000, "still running"))),
+    ]);
+    clearTimeout(timer);
+    assert.equal(code, 0, `child: ${code}\n${output}`);
+    assert.match(output, /closed/);
+    assert.deepEqual(await line(key), []);
+  });
+
+  it("an observer reports each leader, and undefined when nobody leads", limit, async () => {
+    const key = uniqueKey("observe");
+    const observer = etcdLeader.observe(client, key);
+    const seen: Array<string | undefined> = [];
+    observer.on("leader", (name) => seen.push(name));
+    observer.on("error", (err) => seen.push(`error: ${err.message}`));
+    observer.start();
+    try {
+      await waitFor(() => seen.length === 1, "the first answer");
+      const [a, b] = await joinInOrder(key, ["a", "b"]);
+      await waitFor(() => seen.length === 2, "a");
+      await a!.election.leave();
+      await waitFor(() => seen.length === 3, "b");
+      await b!.election.leave();
+      await waitFor(() => seen.length === 4, "nobody");
+      await sleep(200);
+      assert.deepEqual(seen, [undefined, "a", "b", undefined]);
+      assert.equal(observer.currentLeader(), undefined);
+    } finally {
+      observer.stop();
+    }
+  });
+
+  describe("with etcdctl elect", () => {
+    it("etcdctl waits behind a Node leader, takes over when it leaves, and never leads at the same time", limit, async (t) => {
+      const key = uniqueKey("interop");
+      const a = startMember("a", key);
+      await waitFor(() => a.election.isLeader(), "a to lead");
+      const ctl = etcdctl(["elect", key, "ctl"]);
+      await waitFor(async () => (await line(key)).length === 2, "etcdctl to campaign");
+      const b = startMember("b", key);
+      await waitFor(async () => (await line(key)).length === 3, "b to join");
+      await sleep(500);
+      assert.equal(ctl.output(), "", "etcdctl does not lead while a does");
+      assert.deepEqual(leaderNames(b), ["a"]);
+
+      await a.election.leave();
+      const aStoppedLeading = lastEvent(a, "unelected").at;
+      await waitFor(() => ctl.output().includes("ctl"), "etcdctl to be elected");
+      const ctlElected = performance.now();
+      const [ctlKey] = await line(key);
+      assert.equal(ctl.output(), `${ctlKey!.key}\nctl\n`);
+      assert.ok(aStoppedLeading < ctlElected);
+      t.diagnostic(`etcdctl printed its election ${(ctlElected - aStoppedLeading).toFixed(0)} ms after a stepped down`);
+      await waitFor(() => leaderNames(b).includes("ctl"), "b to follow etcdctl");
+      await sleep(300);
+      assert.equal(b.election.isLeader(), false);
+      assert.deepEqual(eventsOf(b, "elected"), []);
+
+      const resignAsked = performance.now();
+      await stopProcess(ctl, "SIGINT");
+      await waitFor(() => b.election.isLeader(), "b to lead after etcdctl resigned");
+      assert.ok(lastEvent(b, "elected").at > resignAsked, "b was elected only after etcdctl resigned");
+      t.diagnostic(`b was elected ${(lastEvent(b, "elected").at - resignAsked).toFixed(0)} ms after etcdctl got SIGINT`);
+      assert.deepEqual(leaderNames(b), ["a", "ctl"]);
+      assert.deepEqual(eventsOf(b, "error"), []);
+    });
+
+    it("etcdctl elect -l prints the name of each Node leader", limit, async () => {
+      const key = uniqueKey("interop-observe");
+      const [a] = await joinInOrder(key, ["a", "b"]);
+      await waitFor(() => a!.election.isLeader(), "a to lead");
+      const [aKey, bKey] = await line(key);
+      const observer = etcdctl(["elect", "-l", key]);
+      await waitFor(() => observer.output().includes("\na\n"), "etcdctl to print a", 3_000);
+
+      await a!.election.leave();
+      await waitFor(() => observer.output().includes("\nb\n"), "etcdctl to print b", 3_000);
+      assert.equal(observer.output(), `${aKey!.key}\na\n${bKey!.key}\nb\n`);
+    });
+  });
+
+  describe("the backend on its own", () => {
+    const backends: Array<{ backend: EtcdV3Backend; membership: V3Membership }> = [];
+    const timeout = () => AbortSignal.timeout(5_000);
+
+    async function joined(key: string, name: string): Promise<{ backend: EtcdV3Backend; membership: V3Membership }> {
+      const backend = new EtcdV3Backend(client, key, name, 2);
+      const entry = { backend, membership: await backend.join(timeout()) };
+      backends.push(entry);
+      return entry;
+    }
+
+    afterEach(async () => {
+      await Promise.all(backends.splice(0).map(({ backend, membership }) => backend.leave(membership, timeout())));
+    });
+
+    it("renew confirms a live lease, and throws MembershipLostError once the lease is revoked", limit, async () => {
+      const { backend, membership } = await joined(uniqueKey("renew"), "a");
+      await backend.renew(membership, timeout());
+
+      await etcdctlRun(["lease", "revoke", BigInt(membership.leaseId).toString(16)]);
+
+      await assert.rejects(backend.renew(membership, timeout()), MembershipLostError);
+      await assert.rejects(backend.awaitTurn(membership, noLeader, timeout()), MembershipLostError);
+    });
+
+    it("leave succeeds when the lease is already gone", limit, async () => {
+      const key = uniqueKey("leave-twice");
+      const { backend, membership } = await joined(key, "a");
+      await backend.leave(membership, timeout());
+      await backend.leave(membership, timeout());
+      assert.deepEqual(await line(key), []);
+    });
+
+    it("awaitLoss sees a deletion made before it started watching", limit, async () => {
+      const { backend, membership } = await joined(uniqueKey("loss-before"), "a");
+      await backend.awaitTurn(membership, noLeader, timeout());
+      await client.delete().key(membership.id).exec();
+      await backend.awaitLoss(membership, AbortSignal.timeout(2_000));
+    });
+
+    it("awaitLoss reads the key itself when etcd has compacted the history it would watch from", limit, async () => {
+      const { backend, membership } = await joined(uniqueKey("loss-compacted"), "a");
+      await backend.awaitTurn(membership, noLeader, timeout());
+      await client.delete().key(membership.id).exec();
+      const { header } = await client.put(`${membership.id}-other`).value("x").exec();
+      await etcdctlRun(["compact", header.revision]);
+      await client.delete().key(`${membership.id}-other`).exec();
+
+      await backend.awaitLoss(membership, AbortSignal.timeout(2_000));
+    });
+
+    it("every wait rejects with the signal's reason as soon as it aborts, leaving no watch or stream open", limit, async () => {
+      const key = uniqueKey("abort");
+      const first = await joined(key, "a");
+      const second = await joined(key, "b");
+      await first.backend.awaitTurn(first.membership, noLeader, timeout());
+      const before = await serverStreams();
+
+      const controller = new AbortController();
+      const reason = new Error("given up");
+      const waits = [
+        second.backend.awaitTurn(second.membership, noLeader, controller.signal),
+        first.backend.awaitLoss(first.membership, controller.signal),
+        first.backend.observe(noLeader, controller.signal),
+      ];
+      // b watches its own key and a's; a its own; the observer the prefix.
+      await waitFor(async () => (await serverStreams()).watchers === before.watchers + 4, "the watches");
+      const abortedAt = performance.now();
+      controller.abort(reason);
+      for (const wait of waits) await assert.rejects(wait, (err) => err === reason);
+      assert.ok(performance.now() - abortedAt < 50, "the waits ended at once");
+      await waitFor(async () => (await serverStreams()).watchers === before.watchers, "the watches to be cancelled", 2_000);
+
+      // A renewal etcd does not answer (the server is frozen) is abandoned at once, and its stream closed.
+      const renewal = new AbortController();
+      cluster.members[0]!.pause();
+      try {
+        const renewing = first.backend.renew(first.membership, renewal.signal);
+        await sleep(100);
+        const renewalAbortedAt = performance.now();
+        renewal.abort(reason);
+        await assert.rejects(renewing, (err) => err === reason);
+        assert.ok(performance.now() - renewalAbortedAt < 50, "the renewal ended at once");
+      } finally {
+        cluster.members[0]!.resume();
+      }
+      await waitFor(async () => (await serverStreams()).keepAlives === before.keepAlives, "the keep-alive stream to close", 2_000);
+    });
+  });
+});
