@@ -46,6 +46,8 @@ const RESYNC = Symbol("resync");
 export class Election<M extends Membership = Membership> extends EventEmitter<ElectionEvents> {
   private runController: AbortController | undefined;
   private readonly campaigns = new Set<Promise<void>>();
+  /** Memberships being given up in the background. */
+  private readonly departures = new Set<Promise<void>>();
   private leading = false;
   private token: number | undefined;
   private leaderName: string | undefined;
@@ -100,6 +102,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   async leave(): Promise<void> {
     this.stop();
     await Promise.all([...this.campaigns]);
+    await Promise.all([...this.departures]);
   }
 
   isRunning(): boolean {
@@ -136,6 +139,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     const dropMembership = () => {
       renewal?.stop();
       renewal = undefined;
+      // The key is gone, but a v3 lease may outlive it: give up what is left.
+      if (membership) this.leaveInBackground(membership);
       membership = undefined;
       membershipLost = undefined;
     };
@@ -203,6 +208,12 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       renewal?.stop();
       if (membership) await this.leaveStore(membership);
     }
+  }
+
+  private leaveInBackground(membership: M): void {
+    const departure = this.leaveStore(membership);
+    this.departures.add(departure);
+    void departure.finally(() => this.departures.delete(departure));
   }
 
   private async leaveStore(membership: M): Promise<void> {
