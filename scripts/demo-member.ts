@@ -1,7 +1,7 @@
 // One member of the demo election (scripts/demo.ts), in its own process.
 //
 // Usage: node --import tsx scripts/demo-member.ts '{"name":"alpha","key":"/demo/leader",
-//        "ttl":2,"api":"v2","hosts":["127.0.0.1:2379"]}'
+//        "ttl":2,"api":"v3","hosts":["http://127.0.0.1:2379"]}'
 //
 // Prints one JSON line per election event on stdout, each with the time it
 // happened (`t`, Date.now()):
@@ -11,7 +11,6 @@
 //   {"t":…,"name":"alpha","event":"leader","leader":"bravo"}
 //   {"t":…,"name":"alpha","event":"error","message":"…"}
 //   {"t":…,"name":"alpha","event":"left"}
-//   {"t":…,"name":"alpha","event":"unsupported","message":"…"}   (then exits 2)
 // A line "leave" on stdin (or stdin closing) makes it leave the election and exit 0.
 import etcdLeader = require("../src/index");
 
@@ -23,9 +22,6 @@ interface MemberConfig {
   /** host:port pairs for v2 (node-etcd), URLs for v3 (etcd3). */
   hosts: string[];
 }
-
-/** Exit code for "this API is not supported by etcd-leader (yet)". */
-const EXIT_UNSUPPORTED = 2;
 
 const config = JSON.parse(process.argv[2] ?? "null") as MemberConfig | null;
 if (!config || !config.name || !config.key || !Array.isArray(config.hosts)) {
@@ -49,17 +45,7 @@ function createClient(): unknown {
   return new Etcd(config!.hosts);
 }
 
-let election: etcdLeader.Election;
-try {
-  election = etcdLeader(createClient(), config.key, name, { ttl: config.ttl });
-} catch (err) {
-  const message = (err as Error).message;
-  if (/etcd client not recognised/.test(message)) {
-    report("unsupported", { message });
-    process.exit(EXIT_UNSUPPORTED);
-  }
-  throw err;
-}
+const election = etcdLeader(createClient(), config.key, name, { ttl: config.ttl });
 
 election.on("elected", (token) => report("elected", { token }));
 election.on("unelected", () => report("unelected"));

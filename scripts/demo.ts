@@ -6,7 +6,7 @@
 // SIGKILLs the new leader (its key has to expire) and times that failover too,
 // printing a timeline as it goes and a summary at the end.
 //
-// Usage: node --import tsx scripts/demo.ts [--api v2|v3]
+// Usage: node --import tsx scripts/demo.ts [--api v3|v2]
 //
 // Exits 0 when every step happened, 1 when one did not within its deadline (or
 // the chosen API is not available), 130/143 when interrupted. etcd, its data
@@ -37,14 +37,14 @@ const startedAt = Date.now();
 type Api = "v2" | "v3";
 
 function parseArgs(argv: string[]): { api: Api } {
-  let api: Api = "v2";
+  let api: Api = "v3";
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     let value: string | undefined;
     if (arg === "--api") value = argv[++i];
     else if (arg.startsWith("--api=")) value = arg.slice("--api=".length);
     else if (arg === "-h" || arg === "--help") {
-      process.stdout.write("usage: npm run demo [-- --api v2|v3]\n");
+      process.stdout.write("usage: npm run demo [-- --api v3|v2]\n");
       process.exit(0);
     } else usage(`unknown argument ${JSON.stringify(arg)}`);
     if (value !== "v2" && value !== "v3") usage(`--api takes v2 or v3, got ${JSON.stringify(value ?? "")}`);
@@ -54,7 +54,7 @@ function parseArgs(argv: string[]): { api: Api } {
 }
 
 function usage(problem: string): never {
-  process.stderr.write(`demo: ${problem}\nusage: npm run demo [-- --api v2|v3]\n`);
+  process.stderr.write(`demo: ${problem}\nusage: npm run demo [-- --api v3|v2]\n`);
   process.exit(2);
 }
 
@@ -114,7 +114,7 @@ function say(text: string): void {
 interface MemberEvent {
   t: number;
   name: string;
-  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "unsupported";
+  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left";
   token?: number;
   leader?: string;
   message?: string;
@@ -122,7 +122,6 @@ interface MemberEvent {
 
 class DemoFailure extends Error {}
 
-class V3Unavailable extends Error {}
 
 class Member {
   readonly child: ChildProcess;
@@ -225,7 +224,6 @@ interface Term {
   token: number;
 }
 const terms: Term[] = [];
-let unsupportedMessage: string | undefined;
 
 type Waiter = { check: () => boolean; resolve: () => void; reject: (err: Error) => void };
 const waiters = new Set<Waiter>();
@@ -256,7 +254,6 @@ function waitUntil(what: string, check: () => boolean): Promise<void> {
     }, STEP_DEADLINE_MS);
     const waiter: Waiter = {
       check: () => {
-        if (unsupportedMessage !== undefined) throw new V3Unavailable(unsupportedMessage);
         const crashed = members.find((m) => !m.alive && m.expectedExit === undefined);
         if (crashed) throw new DemoFailure(`${crashed.name} ${crashed.describeExit()} unexpectedly while waiting for ${what}`);
         return check();
@@ -304,9 +301,6 @@ function onMemberEvent(member: Member, event: MemberEvent): void {
       break;
     case "left":
       timeline(t, member.name, "left the election");
-      break;
-    case "unsupported":
-      unsupportedMessage = event.message ?? "etcd client not recognised";
       break;
   }
   recheck();
@@ -527,14 +521,6 @@ async function main(): Promise<number> {
 
 function reportFailure(err: unknown): void {
   flushAll();
-  if (err instanceof V3Unavailable) {
-    process.stderr.write(
-      "\nThe etcd v3 API is not available in this version of etcd-leader yet: etcdLeader() does not\n" +
-        `recognise an etcd3 client ("${err.message.split(":")[0]}").\n` +
-        "Run the demo without --api v3 (the default is v2) to see it work.\n",
-    );
-    return;
-  }
   // startEtcd appends each server's log; drop the headers of empty ones.
   const message = (err instanceof Error ? err.message : String(err)).replace(/\n--- \S+(?=\n--- |\n*$)/g, "").trimEnd();
   if (!(err instanceof DemoFailure) && !/etcd did not start/.test(message) && err instanceof Error && err.stack) {
