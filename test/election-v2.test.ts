@@ -10,6 +10,7 @@ import { spawn } from "node:child_process";
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse, type ClientRequest } from "node:http";
 import { join } from "node:path";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
 import { freePort } from "./helpers/free-port";
 import etcdLeader = require("../src/index");
 
@@ -29,46 +30,10 @@ after(async () => {
   exitOrFail();
 });
 
-/**
- * Once every test has finished, the process must exit by itself. If something
- * (a timer, a socket, a watch) still holds it 5 s later, fail and say what.
- */
-function exitOrFail(): void {
-  setTimeout(() => {
-    console.error(`still running 5 s after the last test; open handles: ${process.getActiveResourcesInfo().join(", ")}`);
-    process.exit(1);
-  }, 5_000).unref();
-}
-
 // ---------------------------------------------------------------------------
 // Helpers
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const now = () => performance.now();
-
-/** Rejects if `promise` has not settled within `ms`. */
-async function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Polls `probe` every 10 ms until it returns something truthy; fails after `ms`. */
-async function waitFor<T>(what: string, ms: number, probe: () => T | Promise<T>): Promise<NonNullable<T>> {
-  const deadline = now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value) return value as NonNullable<T>;
-    if (now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 /** Run after each test, newest first: stops members, closes proxies, restarts etcd. */
 const cleanup: Array<() => unknown> = [];

@@ -11,6 +11,7 @@
 import { describe, it, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { exitOrFail, sleep } from "./helpers/waiting";
 import etcdLeader = require("etcd-leader");
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -34,17 +35,6 @@ after(async () => {
   await server?.close();
   exitOrFail();
 });
-
-/**
- * Once every test has finished, the process must exit by itself. If something
- * (a timer, a socket, a watch) still holds it 5 s later, fail and say what.
- */
-function exitOrFail(): void {
-  setTimeout(() => {
-    console.error(`still running 5 s after the last test; open handles: ${process.getActiveResourcesInfo().join(", ")}`);
-    process.exit(1);
-  }, 5_000).unref();
-}
 
 afterEach(async () => {
   const members = started;
@@ -114,8 +104,6 @@ async function scenario(
   await sleep(settleMs);
   if (late !== undefined) throw late;
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 describe("etcd-leader against a real etcd server", () => {
   it("acquires fresh leader lock", () =>

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { request } from "node:http";
 import type { EventEmitter } from "node:events";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { exitOrFail, sleep, waitFor } from "./helpers/waiting";
 import etcdLeader = require("../src/index");
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -40,29 +41,7 @@ after(async () => {
   exitOrFail();
 });
 
-/**
- * Once every test has finished, the process must exit by itself. If something
- * (a timer, a socket, a watch) still holds it 5 s later, fail and say what.
- */
-function exitOrFail(): void {
-  setTimeout(() => {
-    console.error(`still running 5 s after the last test; open handles: ${process.getActiveResourcesInfo().join(", ")}`);
-    process.exit(1);
-  }, 5_000).unref();
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const now = () => performance.now();
-
-async function waitFor<T>(what: string, ms: number, probe: () => T | Promise<T>): Promise<NonNullable<T>> {
-  const deadline = now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value) return value as NonNullable<T>;
-    if (now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 /** The values of the membership keys under `key`, oldest first. */
 function line(key: string): Promise<string[]> {
