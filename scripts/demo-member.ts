@@ -12,6 +12,7 @@
 //   {"t":…,"name":"alpha","event":"error","message":"…"}
 //   {"t":…,"name":"alpha","event":"left"}
 // A line "leave" on stdin (or stdin closing) makes it leave the election and exit 0.
+import { createInterface } from "node:readline";
 import etcdLeader = require("../src/index");
 
 interface MemberConfig {
@@ -62,16 +63,8 @@ async function leave(): Promise<void> {
   process.exit(0);
 }
 
-let input = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (chunk: string) => {
-  input += chunk;
-  let newline: number;
-  while ((newline = input.indexOf("\n")) >= 0) {
-    const command = input.slice(0, newline).trim();
-    input = input.slice(newline + 1);
-    if (command === "leave") void leave();
-  }
+createInterface({ input: process.stdin }).on("line", (line) => {
+  if (line.trim() === "leave") void leave();
 });
 // The parent went away: do not linger.
 process.stdin.on("end", () => void leave());
