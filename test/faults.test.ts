@@ -1,0 +1,37 @@
+// Fault injection: every scenario of test/faults/scenarios.ts on both APIs,
+// with members in their own processes, each behind its own fault proxy, and a
+// checker over what each member recorded about its own leadership. The
+// scenarios and the checks are described in test/faults/runner.ts and in each
+// scenario's title. `npm run soak` runs them many times over.
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+import { killAllMembers } from "./helpers/member-process";
+import { cleanupEverything, runScenario } from "./faults/runner";
+import { SCENARIOS } from "./faults/scenarios";
+import { BACKENDS } from "./faults/types";
+
+/** A run takes 5 to 15 s; the runner bounds each of its own steps well within this. */
+const SCENARIO_TIMEOUT_MS = 120_000;
+
+after(async () => {
+  await cleanupEverything();
+  await killAllMembers();
+});
+
+for (const backend of BACKENDS) {
+  describe(`fault injection, etcd ${backend} API (${backend === "v2" ? "node-etcd" : "etcd3"})`, () => {
+    after(async () => {
+      await cleanupEverything();
+      await killAllMembers();
+    });
+
+    for (const scenario of SCENARIOS) {
+      it(scenario.id, { timeout: SCENARIO_TIMEOUT_MS }, async (t) => {
+        const result = await runScenario(scenario, backend);
+        // One line per scenario; the problems and the timeline go with the failure.
+        t.diagnostic(`${result.summary.split("\n")[0]} [${(result.durationMs / 1000).toFixed(1)} s]`);
+        assert.ok(result.ok, `${result.summary}\n--- timeline:\n${result.timeline}`);
+      });
+    }
+  });
+}

@@ -1,0 +1,90 @@
+// Faults of the leader's process: a clean stop, a crash, a freeze.
+import type { MemberProcess } from "../helpers/member-process";
+import type { Scenario } from "./types";
+
+export const gracefulStop: Scenario = {
+  id: "graceful-stop",
+  title:
+    "the leader is stopped cleanly (leave() and exit 0): the next member is elected without waiting for the " +
+    "membership to expire (within one TTL)",
+  async run(c) {
+    const leader = c.leader;
+    c.expectExit(leader, "left");
+    const faultAt = c.mark(`stop ${leader.name}`);
+    await leader.stop();
+    const next = await c.waitForElection(c.followers, faultAt);
+    const handoverMs = next.event.at - faultAt;
+    c.figure("handoverMs", handoverMs);
+    c.check(next.member === c.followers[0], `${next.member.name} took over, not ${c.followers[0]!.name}, the next in line`);
+    c.check(handoverMs < c.ttlMs, `handover after a clean stop took ${handoverMs} ms, as long as the membership takes to expire`);
+    return { faultAt, healedAt: faultAt, reelection: "required" };
+  },
+};
+
+export const sigkillLeader: Scenario = {
+  id: "sigkill-leader",
+  title: "the leader is SIGKILLed: its membership expires and the next member is elected within TTL + 2 s",
+  async run(c) {
+    const leader = c.leader;
+    c.expectExit(leader, "killed");
+    const faultAt = c.mark(`SIGKILL ${leader.name}`);
+    await leader.kill("SIGKILL");
+    const next = await c.waitForElection(c.followers, faultAt);
+    c.figure("failoverMs", next.event.at - faultAt);
+    c.check(next.member === c.followers[0], `${next.member.name} took over, not ${c.followers[0]!.name}, the next in line`);
+    return { faultAt, healedAt: faultAt, reelection: "required" };
+  },
+};
+
+export const sigstopLeader: Scenario = {
+  id: "sigstop-leader",
+  title:
+    "the leader is frozen (SIGSTOP) for TTL + 1.5 s, a successor is elected meanwhile, then it is thawed: its term " +
+    "ends at the deadline it promised before the freeze, it promises nothing more on waking, says unelected, and " +
+    "rejoins as a follower (or leads again legitimately)",
+  async run(c) {
+    const leader = c.leader;
+    const freezeMs = c.ttlMs + 1_500;
+    const termStart = lastIndexOf(leader, "elected");
+    const faultAt = c.mark(`SIGSTOP ${leader.name} for ${freezeMs} ms`);
+    leader.pause();
+    const next = await c.waitForElection(c.followers, faultAt, freezeMs + 1_000);
+    c.figure("failoverMs", next.event.at - faultAt);
+    await c.sleepUntil(faultAt + freezeMs);
+    const thawIndex = leader.events.length;
+    const thawAt = c.mark(`SIGCONT ${leader.name}`);
+    leader.resume();
+    const unelected = await c.waitForEvent(leader, (e) => e.type === "unelected", thawAt, 3_000, "unelected on waking");
+
+    // Its promises in the frozen term: every one made before the freeze, and the last one over before the successor began.
+    const term = leader.events.slice(termStart, thawIndex);
+    const promised = Math.max(...term.filter((e) => e.type === "believed").map((e) => (e.type === "believed" ? e.until : 0)));
+    c.figure("promiseEndedBeforeSuccessorMs", next.event.at - promised);
+    c.figure("unelectedAfterThawMs", unelected.at - thawAt);
+    c.check(promised <= next.event.at, `${leader.name} promised to lead until ${promised}, past ${next.member.name}'s election at ${next.event.at}`);
+    const lateBeliefs = leader.events
+      .slice(thawIndex)
+      .filter((e) => e.type === "believed" && e.at < unelected.at);
+    c.check(lateBeliefs.length === 0, `${leader.name} extended its promise after waking: ${JSON.stringify(lateBeliefs)}`);
+
+    // It comes back as a follower of whoever leads, or is elected again with a larger token.
+    const back = await c.waitForEvent(
+      leader,
+      (e) => e.type === "leader" || e.type === "elected",
+      thawAt,
+      c.recoveryBoundMs,
+      "rejoin as follower or leader",
+    );
+    c.figure("rejoinedAfterThawMs", back.at - thawAt);
+    if (back.type === "elected") {
+      const successorToken = next.event.type === "elected" ? next.event.token : 0;
+      c.check(back.token > successorToken, `${leader.name} led again with token ${back.token}, not above ${successorToken}`);
+    }
+    return { faultAt, healedAt: faultAt, reelection: "required" };
+  },
+};
+
+function lastIndexOf(member: MemberProcess, type: string): number {
+  for (let i = member.events.length - 1; i >= 0; i--) if (member.events[i]!.type === type) return i;
+  return 0;
+}

@@ -1,0 +1,575 @@
+// Runs one fault scenario (test/faults/scenarios.ts) on one backend:
+//
+//  1. starts etcd (one server, or a cluster), one FaultProxy per member in
+//     front of it, and the members, each in its own process
+//     (test/fixtures/member.ts) connected only through its own proxy;
+//  2. waits until one member leads and every other follows it;
+//  3. runs the scenario's fault, within a time budget;
+//  4. waits until the election has settled: one member leads, every running
+//     member follows it, and etcd holds exactly one membership per running
+//     member with the leader's first;
+//  5. stops every member cleanly (each must leave and exit 0);
+//  6. checks the recorded histories.
+//
+// The checks every scenario gets (besides its own):
+//  - no two members believe they lead at once beyond the scenario's allowance
+//    (0 ms except where a scenario says otherwise), counting a frozen member's
+//    term only up to the deadline it promised (checkHistories);
+//  - fencing tokens of successive leaders increase;
+//  - once the fault is over a leader is elected within TTL + 2 s
+//    (RECOVERY_SLACK_MS), and after that moment the election is never
+//    without a leader for longer than that bound;
+//  - no member crashed, printed on stderr (an unhandled rejection, a
+//    warning), exited other than as the scenario made it, or was missing at
+//    the end;
+//  - the election converges (step 4) within TTL + 3 s of the scenario's end.
+//
+// Whatever happens, every process, proxy and etcd the run started is gone when
+// it returns (and `cleanupEverything()` is there for `after` hooks).
+import { randomUUID } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
+import type { ChildProcess } from "node:child_process";
+import { startEtcdCluster, type EtcdCluster, type EtcdServer } from "../helpers/etcd-server";
+import { FaultProxy } from "../helpers/fault-proxy";
+import {
+  checkHistories,
+  formatReport,
+  type HistoryReport,
+  type LeadershipInterval,
+} from "../helpers/leadership-history";
+import { spawnMember, type MemberEvent, type MemberProcess } from "../helpers/member-process";
+import { EtcdAdmin, type LineEntry } from "./etcd-admin";
+import type { Backend, Scenario, ScenarioOutcome } from "./types";
+
+/** The bound on re-election after a heal is the TTL plus this. */
+export const RECOVERY_SLACK_MS = 2_000;
+/** How long members may take to start and elect a first leader (tsx start-up on a loaded 2-core machine). */
+const FIRST_ELECTION_TIMEOUT_MS = 30_000;
+/** The scenario's own steps must finish within this. */
+const SCENARIO_BUDGET_MS = 40_000;
+/** After the fault: how long the election may take to converge, beyond the TTL. */
+const CONVERGE_SLACK_MS = 3_000;
+
+export interface RunOptions {
+  /** Called with progress lines (setup, marks); default: nothing. */
+  log?: (line: string) => void;
+}
+
+export interface ScenarioFigures {
+  /** required re-election: heal to the first election after it. Otherwise heal to the first moment somebody leads (0 if the leader kept leading). */
+  recoveryMs: number | undefined;
+  /** Longest stretch after the heal (until the checks) with nobody leading. */
+  longestLeaderlessMs: number | undefined;
+  longestOverlapMs: number;
+  errors: number;
+  terms: number;
+  /** Figures particular to the scenario (step-down lag, etcd down time, …). */
+  extra: Record<string, number>;
+}
+
+export interface ScenarioResult {
+  scenario: string;
+  backend: Backend;
+  ok: boolean;
+  problems: string[];
+  figures: ScenarioFigures;
+  /** formatReport's line(s) plus the figures: what a test prints. */
+  summary: string;
+  /** Every member's events and the runner's marks, for failures. */
+  timeline: string;
+  durationMs: number;
+  report: HistoryReport | undefined;
+}
+
+type ExpectedExit = "left" | "killed";
+
+/** What a scenario sees: the members, their proxies, etcd, and helpers bounded by the scenario's budget. */
+export class ScenarioContext {
+  readonly key = `/faults/${randomUUID()}`;
+  readonly members: MemberProcess[] = [];
+  readonly proxies = new Map<MemberProcess, FaultProxy>();
+  /** The member that led when the fault began. */
+  leader!: MemberProcess;
+  /** The other members, in their order in line (the first would succeed the leader). */
+  followers: MemberProcess[] = [];
+  /** The memberships in etcd when the fault began, oldest first. */
+  initialLine: LineEntry[] = [];
+  readonly problems: string[] = [];
+  readonly extra: Record<string, number> = {};
+  readonly marks: Array<{ at: number; label: string }> = [];
+  readonly expectedExits = new Map<MemberProcess, ExpectedExit>();
+  readonly stderr = new Map<MemberProcess, string[]>();
+  private readonly controller = new AbortController();
+
+  constructor(
+    readonly backend: Backend,
+    readonly ttlMs: number,
+    readonly etcd: EtcdCluster,
+    readonly admin: EtcdAdmin,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** The re-election bound: TTL + 2 s. */
+  get recoveryBoundMs(): number {
+    return this.ttlMs + RECOVERY_SLACK_MS;
+  }
+
+  abort(reason: string): void {
+    this.controller.abort(new Error(reason));
+  }
+
+  proxyOf(member: MemberProcess): FaultProxy {
+    const proxy = this.proxies.get(member);
+    if (!proxy) throw new Error(`no proxy for ${member.name}`);
+    return proxy;
+  }
+
+  running(): MemberProcess[] {
+    return this.members.filter((m) => m.running);
+  }
+
+  /** Records a point in time for the timeline. Returns it. */
+  mark(label: string): number {
+    const at = Date.now();
+    this.marks.push({ at, label });
+    this.log(`  ${label}`);
+    return at;
+  }
+
+  check(condition: boolean, problem: string): void {
+    if (!condition) this.problems.push(problem);
+  }
+
+  figure(name: string, value: number): void {
+    this.extra[name] = Math.round(value);
+  }
+
+  /** The scenario is about to end this member: "left" (stop(), must leave and exit 0) or "killed" (SIGKILL). */
+  expectExit(member: MemberProcess, how: ExpectedExit): void {
+    this.expectedExits.set(member, how);
+  }
+
+  async sleep(ms: number): Promise<void> {
+    await delay(ms, undefined, { signal: this.signal });
+  }
+
+  async sleepUntil(at: number): Promise<void> {
+    await this.sleep(Math.max(0, at - Date.now()));
+  }
+
+  /** The first event matching `predicate` that is stamped at or after `since`, from any of `members`. */
+  async waitForAnyEvent(
+    members: MemberProcess[],
+    predicate: (event: MemberEvent, member: MemberProcess) => boolean,
+    since: number,
+    timeoutMs: number,
+    what: string,
+  ): Promise<{ member: MemberProcess; event: MemberEvent }> {
+    const controller = new AbortController();
+    const signal = AbortSignal.any([this.signal, controller.signal]);
+    try {
+      return await Promise.any(
+        members.map((member) =>
+          member
+            .waitFor((event) => event.at >= since && predicate(event, member), timeoutMs, { signal })
+            .then((event) => ({ member, event })),
+        ),
+      );
+    } catch {
+      this.signal.throwIfAborted();
+      throw new Error(`${what}: not seen within ${timeoutMs} ms`);
+    } finally {
+      controller.abort();
+    }
+  }
+
+  /** The first `elected` event at or after `since` among `members`. */
+  waitForElection(members: MemberProcess[], since: number, timeoutMs = this.recoveryBoundMs + 2_000) {
+    return this.waitForAnyEvent(members, (e) => e.type === "elected", since, timeoutMs, "an election");
+  }
+
+  async waitForEvent(
+    member: MemberProcess,
+    predicate: (event: MemberEvent) => boolean,
+    since: number,
+    timeoutMs: number,
+    what: string,
+  ): Promise<MemberEvent> {
+    return (await this.waitForAnyEvent([member], (e) => predicate(e), since, timeoutMs, `${member.name}: ${what}`)).event;
+  }
+
+  /** Polls `probe` every 100 ms until it returns a value, or throws after `timeoutMs`. */
+  async until<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    let lastError: unknown;
+    for (;;) {
+      this.signal.throwIfAborted();
+      try {
+        const value = await probe();
+        if (value !== undefined) return value;
+      } catch (err) {
+        lastError = err;
+      }
+      if (Date.now() >= deadline) {
+        const why = lastError ? ` (last error: ${(lastError as Error).message})` : "";
+        throw new Error(`${what}: not within ${timeoutMs} ms${why}`);
+      }
+      await this.sleep(100);
+    }
+  }
+
+  /** The etcd line of this election, oldest first. */
+  line(): Promise<LineEntry[]> {
+    return this.admin.line(this.key);
+  }
+
+  /** The one member whose latest word is that it leads, if exactly one says so. */
+  currentLeader(): MemberProcess | undefined {
+    const leaders = this.running().filter((m) => m.isLeaderNow());
+    return leaders.length === 1 ? leaders[0] : undefined;
+  }
+
+  // etcd control, refused once the run is being torn down so that no etcd is started after cleanup.
+
+  async stopEtcd(server: EtcdServer, how: "stop" | "kill" = "stop"): Promise<void> {
+    this.signal.throwIfAborted();
+    await (how === "stop" ? server.stop() : server.kill());
+  }
+
+  async startEtcd(server: EtcdServer): Promise<void> {
+    this.signal.throwIfAborted();
+    await server.start();
+  }
+}
+
+/** Resources of runs in progress, for cleanupEverything(). */
+const live = new Set<{ proxies: FaultProxy[]; etcd?: EtcdCluster; members: MemberProcess[] }>();
+
+/** Kills and closes whatever runs still hold. For `after` hooks and signal handlers. */
+export async function cleanupEverything(): Promise<void> {
+  await Promise.all([...live].map((resources) => release(resources)));
+  live.clear();
+}
+
+async function release(resources: { proxies: FaultProxy[]; etcd?: EtcdCluster; members: MemberProcess[] }): Promise<void> {
+  await Promise.all(resources.members.map((m) => m.kill("SIGKILL").catch(() => undefined)));
+  await Promise.all(resources.proxies.map((p) => p.close().catch(() => undefined)));
+  await resources.etcd?.close().catch(() => undefined);
+}
+
+export async function runScenario(scenario: Scenario, backend: Backend, options: RunOptions = {}): Promise<ScenarioResult> {
+  const log = options.log ?? (() => undefined);
+  const startedAt = Date.now();
+  const ttlSeconds = scenario.ttlSeconds ?? 2;
+  const ttlMs = ttlSeconds * 1_000;
+  const memberCount = scenario.members ?? 3;
+  const resources: { proxies: FaultProxy[]; etcd?: EtcdCluster; members: MemberProcess[] } = { proxies: [], members: [] };
+  live.add(resources);
+
+  let ctx: ScenarioContext | undefined;
+  let outcome: ScenarioOutcome | undefined;
+  let checkEnd: number | undefined;
+  let report: HistoryReport | undefined;
+  const problems: string[] = [];
+  try {
+    const etcd = await startEtcdCluster(scenario.etcdServers ?? 1);
+    resources.etcd = etcd;
+    ctx = new ScenarioContext(backend, ttlMs, etcd, new EtcdAdmin(backend, etcd.hostPorts), log);
+    const c = ctx;
+    c.mark(`${backend} ${scenario.id}: etcd ${etcd.hostPorts.join(",")} up, key ${c.key}`);
+
+    for (let i = 0; i < memberCount; i++) {
+      const proxy = await FaultProxy.start({ upstream: etcd.hostPorts });
+      resources.proxies.push(proxy);
+      const member = spawnMember({ backend, hosts: [proxy.hostPort], key: c.key, name: `m${i}`, ttl: ttlSeconds });
+      resources.members.push(member);
+      c.members.push(member);
+      c.proxies.set(member, proxy);
+      captureStderr(member, c);
+    }
+
+    // A settled election: a leader, every other member following it, and a line in etcd that agrees.
+    const first = await c.waitForElection(c.members, 0, FIRST_ELECTION_TIMEOUT_MS);
+    c.leader = first.member;
+    await Promise.all(
+      c.members
+        .filter((m) => m !== c.leader)
+        .map((m) => c.waitForEvent(m, (e) => e.type === "leader" && e.name === c.leader.name, 0, 10_000, `follow ${c.leader.name}`)),
+    );
+    c.initialLine = await c.until(async () => {
+      const line = await c.line();
+      return line.length === memberCount && line[0]!.name === c.leader.name ? line : undefined;
+    }, 5_000, "a line of every member with the leader first");
+    c.followers = c.initialLine.slice(1).map((entry) => c.members.find((m) => m.name === entry.name)!);
+    c.mark(`ready: ${c.leader.name} leads (token ${first.event.type === "elected" ? first.event.token : "?"}), line ${c.initialLine.map((e) => e.name).join(" < ")}`);
+
+    // The fault, within its budget.
+    const budget = setTimeout(() => c.abort(`scenario still running after ${SCENARIO_BUDGET_MS} ms`), SCENARIO_BUDGET_MS);
+    try {
+      outcome = await scenario.run(c);
+    } catch (err) {
+      problems.push(`scenario step failed: ${errorText(err)}`);
+    } finally {
+      clearTimeout(budget);
+    }
+
+    if (outcome) {
+      c.mark("fault over; waiting for the election to settle");
+      // Give late flaps a chance to show before checking convergence.
+      await delay(ttlMs / 2);
+      const settled = await waitSettled(c, ttlMs + CONVERGE_SLACK_MS);
+      if (settled) problems.push(settled);
+    }
+    checkEnd = Date.now();
+
+    for (const member of c.members) {
+      const expected = c.expectedExits.get(member);
+      if (!expected && !member.running) problems.push(`${member.name} is not running at the end (${describeExit(member)})`);
+    }
+
+    // Teardown: every member still running leaves and exits 0.
+    c.mark("stopping every member");
+    const stopping = c.running();
+    await Promise.all(stopping.map((m) => m.stop()));
+    for (const member of stopping) {
+      const exit = member.events.at(-1);
+      const left = member.events.some((e) => e.type === "left");
+      if (!left || exit?.type !== "exit" || exit.code !== 0) {
+        problems.push(`${member.name} did not leave cleanly when stopped (${describeExit(member)}, left: ${left})`);
+      }
+    }
+  } catch (err) {
+    problems.push(`run failed: ${errorText(err)}`);
+  } finally {
+    ctx?.abort("run over");
+    await release(resources);
+    live.delete(resources);
+  }
+
+  const c = ctx;
+  const endOfHistory = Date.now();
+  let figures: ScenarioFigures = {
+    recoveryMs: undefined,
+    longestLeaderlessMs: undefined,
+    longestOverlapMs: 0,
+    errors: 0,
+    terms: 0,
+    extra: c?.extra ?? {},
+  };
+  if (c && c.members.length > 0) {
+    problems.unshift(...c.problems);
+    const required = outcome?.reelection === "required";
+    report = checkHistories(
+      c.members.map((m) => m.history()),
+      {
+        allowedOverlapMs: scenario.allowedOverlapMs ?? 0,
+        endOfHistory,
+        ...(required ? { healedAt: outcome!.healedAt, maxReelectMs: c.recoveryBoundMs } : {}),
+      },
+    );
+    problems.push(...report.problems);
+
+    // Exits: only the ones the scenario caused, and those as it caused them.
+    for (const member of c.members) {
+      const expected = c.expectedExits.get(member);
+      if (!expected) continue;
+      const exit = member.events.find((e) => e.type === "exit");
+      if (!exit || exit.type !== "exit") {
+        problems.push(`${member.name} was to be ${expected === "left" ? "stopped" : "killed"} but did not exit`);
+      } else if (expected === "left" && (exit.code !== 0 || !member.events.some((e) => e.type === "left"))) {
+        problems.push(`${member.name} was stopped but did not leave and exit 0 (${describeExit(member)})`);
+      } else if (expected === "killed" && exit.signal !== "SIGKILL") {
+        problems.push(`${member.name} was SIGKILLed but exited otherwise (${describeExit(member)})`);
+      }
+    }
+    for (const [member, lines] of c.stderr) {
+      if (lines.length > 0) problems.push(`${member.name} wrote on stderr: ${lines.slice(0, 5).join(" | ").slice(0, 600)}`);
+    }
+
+    if (outcome && checkEnd !== undefined) {
+      const { recoveryMs, longestLeaderlessMs } = recovery(report.intervals, outcome, checkEnd, required ? report.reelectedAfterHealMs : undefined);
+      figures = { ...figures, recoveryMs, longestLeaderlessMs };
+      if (longestLeaderlessMs !== undefined && longestLeaderlessMs > c.recoveryBoundMs) {
+        problems.push(`nobody led for ${longestLeaderlessMs} ms after the fault was over (at most ${c.recoveryBoundMs} ms allowed)`);
+      }
+      if (outcome.reelection === "none") {
+        const problem = checkUnbroken(report.intervals, c.leader.name, outcome.faultAt, checkEnd);
+        if (problem) problems.push(problem);
+      }
+    }
+    figures = {
+      ...figures,
+      longestOverlapMs: report.longestOverlapMs,
+      errors: report.errorCount,
+      terms: report.intervals.length,
+    };
+  }
+
+  const unique = [...new Set(problems)];
+  const ok = unique.length === 0;
+  const name = `${backend} ${scenario.id}`;
+  const head = report ? formatReport(name, report).split("\n")[0]! : `${name}: FAILED before any history`;
+  const extras = Object.entries(figures.extra).map(([k, v]) => `${k} ${Math.round(v)}`);
+  // formatReport already gives the re-election time when one was required.
+  const recoveryText =
+    figures.longestLeaderlessMs === undefined
+      ? ""
+      : `; ${outcome?.reelection === "required" ? "" : `somebody led ${figures.recoveryMs ?? "never"} ms after heal, `}` +
+        `longest leaderless ${figures.longestLeaderlessMs} ms after heal (bound ${c?.recoveryBoundMs} ms)`;
+  let summary = `${head}${recoveryText}${extras.length ? `; ${extras.join(", ")}` : ""}`;
+  if (!ok) summary = summary.replace(`${name}: ok`, `${name}: FAILED`) + `\n  problems: ${unique.join("; ")}`;
+  return {
+    scenario: scenario.id,
+    backend,
+    ok,
+    problems: unique,
+    figures,
+    summary,
+    timeline: c ? timeline(c, startedAt) : "",
+    durationMs: Date.now() - startedAt,
+    report,
+  };
+}
+
+/**
+ * Waits until one member leads, every other running member's latest `leader`
+ * event names it, and etcd's line holds exactly one membership per running
+ * member with the leader's first. Returns a problem, or undefined.
+ */
+async function waitSettled(c: ScenarioContext, timeoutMs: number): Promise<string | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  let why = "";
+  for (;;) {
+    why = await settledProblem(c).catch((err: unknown) => `cannot read the line: ${errorText(err)}`);
+    if (!why) {
+      c.mark(`settled: ${c.currentLeader()?.name} leads`);
+      return undefined;
+    }
+    if (Date.now() >= deadline) return `the election did not settle within ${timeoutMs} ms: ${why}`;
+    await delay(100);
+  }
+}
+
+async function settledProblem(c: ScenarioContext): Promise<string> {
+  const running = c.running();
+  const leaders = running.filter((m) => m.isLeaderNow());
+  if (leaders.length !== 1) return `${leaders.length} members say they lead (${leaders.map((m) => m.name).join(", ")})`;
+  const leader = leaders[0]!;
+  for (const member of running) {
+    if (member === leader) continue;
+    const latest = [...member.events].reverse().find((e) => e.type === "leader");
+    const name = latest && latest.type === "leader" ? latest.name : undefined;
+    if (name !== leader.name) return `${member.name} follows ${name ?? "nobody"}, not ${leader.name}`;
+  }
+  const line = await c.line();
+  const names = line.map((e) => e.name);
+  const expected = running.map((m) => m.name).sort();
+  if (JSON.stringify([...names].sort()) !== JSON.stringify(expected)) {
+    return `etcd holds memberships of [${names.join(", ")}], running members are [${expected.join(", ")}]`;
+  }
+  if (names[0] !== leader.name) return `${leader.name} leads but ${names[0]} is first in line`;
+  return "";
+}
+
+/**
+ * From the heal on: how long until somebody led (for a required re-election,
+ * until the first election), and the longest stretch with nobody leading.
+ */
+function recovery(
+  intervals: LeadershipInterval[],
+  outcome: ScenarioOutcome,
+  checkEnd: number,
+  reelectedAfterHealMs: number | undefined,
+): { recoveryMs: number | undefined; longestLeaderlessMs: number | undefined } {
+  const from = outcome.healedAt;
+  const clipped = intervals
+    .map((i) => ({ start: Math.max(i.start, from), end: Math.min(i.end, checkEnd) }))
+    .filter((i) => i.end > i.start)
+    .sort((a, b) => a.start - b.start);
+  let covered = from;
+  let longest = 0;
+  let firstLed: number | undefined;
+  for (const interval of clipped) {
+    if (interval.start > covered) longest = Math.max(longest, interval.start - covered);
+    firstLed ??= interval.start;
+    covered = Math.max(covered, interval.end);
+  }
+  longest = Math.max(longest, checkEnd - covered);
+  const recoveryMs = outcome.reelection === "required" ? reelectedAfterHealMs : firstLed === undefined ? undefined : firstLed - from;
+  return { recoveryMs: recoveryMs === undefined ? undefined : Math.round(recoveryMs), longestLeaderlessMs: Math.round(longest) };
+}
+
+/** For a fault the leader must ride out: its one term covers the whole time from the fault to the checks, and nobody else led. */
+function checkUnbroken(intervals: LeadershipInterval[], leader: string, faultAt: number, checkEnd: number): string | undefined {
+  const during = intervals.filter((i) => i.end > faultAt && i.start < checkEnd);
+  if (during.length === 1 && during[0]!.member === leader && during[0]!.start <= faultAt && during[0]!.end >= checkEnd) {
+    return undefined;
+  }
+  const terms = during.map((i) => `${i.member} ${i.start - faultAt}..${i.end - faultAt} ms (${i.endedBy})`).join(", ");
+  return `${leader} was to lead throughout the fault, but the terms from the fault on were: ${terms || "none"}`;
+}
+
+function captureStderr(member: MemberProcess, c: ScenarioContext): void {
+  // MemberProcess keeps only the last lines of output; every stderr line is wanted here, since a
+  // member has nothing to say there unless something went wrong (an unhandled rejection, a warning).
+  const lines: string[] = [];
+  c.stderr.set(member, lines);
+  const child = (member as unknown as { child: ChildProcess }).child;
+  let partial = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    partial += chunk.toString("utf8");
+    const parts = partial.split("\n");
+    partial = parts.pop() ?? "";
+    for (const line of parts) if (line.trim()) lines.push(line);
+  });
+  child.stderr?.on("end", () => {
+    if (partial.trim()) lines.push(partial);
+  });
+}
+
+function describeExit(member: MemberProcess): string {
+  const exit = member.events.find((e) => e.type === "exit");
+  if (!exit || exit.type !== "exit") return "still running";
+  return exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Every member's events and the runner's marks, in time order, relative to the start of the run. */
+function timeline(c: ScenarioContext, startedAt: number): string {
+  const rows: Array<{ at: number; who: string; text: string }> = c.marks.map((m) => ({ at: m.at, who: "runner", text: m.label }));
+  for (const member of c.members) {
+    for (const event of member.events) {
+      let text: string;
+      switch (event.type) {
+        case "elected":
+          text = `elected, token ${event.token}`;
+          break;
+        case "believed":
+          text = `believes it leads until +${((event.until - startedAt) / 1000).toFixed(3)}s`;
+          break;
+        case "leader":
+          text = `follows ${event.name}`;
+          break;
+        case "error":
+        case "crash":
+          text = `${event.type}: ${event.message.split("\n")[0]!.slice(0, 160)}`;
+          break;
+        case "exit":
+          text = `exit ${event.signal ?? event.code}`;
+          break;
+        default:
+          text = event.type;
+      }
+      rows.push({ at: event.at, who: member.name, text });
+    }
+  }
+  rows.sort((a, b) => a.at - b.at);
+  return rows.map((r) => `  +${((r.at - startedAt) / 1000).toFixed(3)}s ${r.who.padEnd(6)} ${r.text}`).join("\n");
+}

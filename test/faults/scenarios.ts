@@ -1,0 +1,21 @@
+// Every fault scenario, in the order the suite and the soak run them.
+import { clusterLeaderCrash, etcdLongOutage, etcdQuickRestart } from "./etcd-faults";
+import { gracefulStop, sigkillLeader, sigstopLeader } from "./member-faults";
+import { partitionFollower, partitionLeaderBlackhole, partitionLeaderReset, slowLeaderLink } from "./network-faults";
+import { externalDelete, historyGone } from "./store-faults";
+import type { Scenario } from "./types";
+
+export const SCENARIOS: readonly Scenario[] = [
+  gracefulStop,
+  sigkillLeader,
+  sigstopLeader,
+  partitionLeaderBlackhole,
+  partitionLeaderReset,
+  partitionFollower,
+  slowLeaderLink,
+  etcdQuickRestart,
+  etcdLongOutage,
+  clusterLeaderCrash,
+  historyGone,
+  externalDelete,
+];

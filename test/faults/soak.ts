@@ -1,0 +1,190 @@
+// `npm run soak`: every fault scenario on both APIs, N times in a row each
+// (default 10), then a table per scenario: passes, the time to a leader after
+// the fault (median and max), the longest leaderless stretch, the longest
+// overlap of two terms, and the errors members reported.
+//
+// Usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3]... [--scenario id]... [--json file]
+//
+// Prints one line per run, and for a failed run its problems and the full
+// timeline of every member. Exits 1 if any run failed. Every process, proxy
+// and etcd is gone afterwards, also on Ctrl-C.
+import { writeFileSync } from "node:fs";
+import { killAllMembers } from "../helpers/member-process";
+import { cleanupEverything, runScenario, type ScenarioResult } from "./runner";
+import { SCENARIOS } from "./scenarios";
+import { BACKENDS, type Backend } from "./types";
+
+interface Args {
+  runs: number;
+  backends: Backend[];
+  scenarios: string[];
+  json: string | undefined;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = { runs: 10, backends: [], scenarios: [], json: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) usage(`${arg} needs a value`);
+      return v;
+    };
+    if (arg === "--runs") {
+      args.runs = Number(value());
+      if (!Number.isInteger(args.runs) || args.runs < 1 || args.runs > 1000) usage("--runs takes a whole number from 1 to 1000");
+    } else if (arg === "--backend") {
+      const b = value();
+      if (b !== "v2" && b !== "v3") usage("--backend takes v2 or v3");
+      args.backends.push(b);
+    } else if (arg === "--scenario") {
+      const id = value();
+      if (!SCENARIOS.some((s) => s.id === id)) usage(`unknown scenario ${id}; known: ${SCENARIOS.map((s) => s.id).join(", ")}`);
+      args.scenarios.push(id);
+    } else if (arg === "--json") {
+      args.json = value();
+    } else if (arg === "-h" || arg === "--help") {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    } else {
+      usage(`unknown argument ${arg}`);
+    }
+  }
+  if (args.backends.length === 0) args.backends = [...BACKENDS];
+  return args;
+}
+
+const USAGE = "usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3]... [--scenario id]... [--json file]";
+
+function usage(problem: string): never {
+  process.stderr.write(`soak: ${problem}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+let interrupted = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stdout.write(`\n${signal}: cleaning up\n`);
+    void Promise.all([cleanupEverything(), killAllMembers()]).finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+  });
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const scenarios = SCENARIOS.filter((s) => args.scenarios.length === 0 || args.scenarios.includes(s.id));
+  const results: ScenarioResult[] = [];
+  const started = Date.now();
+  process.stdout.write(
+    `soak: ${scenarios.length} scenarios x ${args.backends.join("+")} x ${args.runs} runs; ` +
+      `TTL 2 s, re-election bound TTL + 2 s\n`,
+  );
+  for (const scenario of scenarios) {
+    for (const backend of args.backends) {
+      for (let run = 1; run <= args.runs && !interrupted; run++) {
+        const result = await runScenario(scenario, backend);
+        results.push(result);
+        const f = result.figures;
+        process.stdout.write(
+          `[${backend} ${scenario.id} ${run}/${args.runs}] ${result.ok ? "ok" : "FAILED"} ` +
+            `${(result.durationMs / 1000).toFixed(1)} s; recovery ${show(f.recoveryMs)}, longest leaderless ` +
+            `${show(f.longestLeaderlessMs)}, longest overlap ${f.longestOverlapMs} ms, ${f.terms} terms, ${f.errors} errors` +
+            `${Object.keys(f.extra).length ? `; ${Object.entries(f.extra).map(([k, v]) => `${k} ${Math.round(v)}`).join(", ")}` : ""}\n`,
+        );
+        if (!result.ok) process.stdout.write(`  ${result.summary}\n--- timeline:\n${result.timeline}\n`);
+      }
+    }
+  }
+  await cleanupEverything();
+  await killAllMembers();
+
+  process.stdout.write(`\n${table(results)}\n`);
+  process.stdout.write(`\n${extrasTable(results)}\n`);
+  process.stdout.write(`\ntotal ${((Date.now() - started) / 60_000).toFixed(1)} min\n`);
+  if (args.json) {
+    writeFileSync(
+      args.json,
+      JSON.stringify(
+        results.map(({ report: _report, ...rest }) => rest),
+        null,
+        1,
+      ),
+    );
+  }
+  process.exit(results.every((r) => r.ok) && !interrupted ? 0 : 1);
+}
+
+function show(ms: number | undefined): string {
+  return ms === undefined ? "-" : `${ms} ms`;
+}
+
+function groups(results: ScenarioResult[]): Map<string, ScenarioResult[]> {
+  const byKey = new Map<string, ScenarioResult[]>();
+  for (const r of results) {
+    const key = `${r.scenario}\t${r.backend}`;
+    byKey.set(key, [...(byKey.get(key) ?? []), r]);
+  }
+  return byKey;
+}
+
+function median(values: number[]): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : Math.round((sorted[mid - 1]! + sorted[mid]!) / 2);
+}
+
+function max(values: number[]): number | undefined {
+  return values.length === 0 ? undefined : Math.max(...values);
+}
+
+function defined(values: Array<number | undefined>): number[] {
+  return values.filter((v): v is number => v !== undefined);
+}
+
+function table(results: ScenarioResult[]): string {
+  const header = ["scenario", "api", "passed", "recovery median", "recovery max", "leaderless max", "overlap max", "errors median"];
+  const rows = [...groups(results)].map(([key, rs]) => {
+    const [scenario, backend] = key.split("\t");
+    const recovery = defined(rs.map((r) => r.figures.recoveryMs));
+    return [
+      scenario!,
+      backend!,
+      `${rs.filter((r) => r.ok).length}/${rs.length}`,
+      show(median(recovery)),
+      show(max(recovery)),
+      show(max(defined(rs.map((r) => r.figures.longestLeaderlessMs)))),
+      `${max(rs.map((r) => r.figures.longestOverlapMs))} ms`,
+      String(median(rs.map((r) => r.figures.errors))),
+    ];
+  });
+  return render([header, ...rows]) +
+    "\nrecovery: for a fail-over, from the fault to the next election; otherwise from the heal to the first moment somebody led (0: the leader kept leading)";
+}
+
+function extrasTable(results: ScenarioResult[]): string {
+  const lines = ["scenario figures (median / max over the runs):"];
+  for (const [key, rs] of groups(results)) {
+    const names = [...new Set(rs.flatMap((r) => Object.keys(r.figures.extra)))];
+    if (names.length === 0) continue;
+    const parts = names.map((name) => {
+      const values = defined(rs.map((r) => r.figures.extra[name]));
+      return `${name} ${median(values)} / ${max(values)}`;
+    });
+    lines.push(`  ${key.replace("\t", " ")}: ${parts.join(", ")}`);
+  }
+  return lines.join("\n");
+}
+
+function render(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
+}
+
+void main().catch(async (err: unknown) => {
+  process.stderr.write(`soak: ${err instanceof Error ? err.stack : String(err)}\n`);
+  await cleanupEverything();
+  await killAllMembers();
+  process.exit(1);
+});

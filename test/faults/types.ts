@@ -1,0 +1,43 @@
+// Shared vocabulary of the fault-injection scenarios (test/faults/*.ts).
+import type { ScenarioContext } from "./runner";
+
+export type Backend = "v2" | "v3";
+
+export const BACKENDS: readonly Backend[] = ["v2", "v3"];
+
+/**
+ * What the members must do once the fault is over:
+ * - required: somebody is elected at or after `healedAt` (a fail-over);
+ * - optional: the leader may keep its term or hand over, but somebody leads;
+ * - none: the leader that led before the fault leads throughout, unbroken.
+ */
+export type Reelection = "required" | "optional" | "none";
+
+export interface ScenarioOutcome {
+  /** When the fault began. */
+  faultAt: number;
+  /**
+   * From when a working majority of members could elect again (for a fault
+   * that only hits the leader, the moment it hits). The re-election bound and
+   * the leaderless-gap bound are counted from here.
+   */
+  healedAt: number;
+  reelection: Reelection;
+}
+
+export interface Scenario {
+  /** Short name, unique, used in reports and to select scenarios in the soak. */
+  id: string;
+  /** What happens and what is asserted beyond the common checks. */
+  title: string;
+  /** Election members, each in its own process behind its own fault proxy. Default 3. */
+  members?: number;
+  /** Membership TTL in seconds. Default 2. */
+  ttlSeconds?: number;
+  /** etcd servers; more than one makes a cluster. Default 1. */
+  etcdServers?: number;
+  /** Overlap of two members' terms that is tolerated. Default 0. */
+  allowedOverlapMs?: number;
+  /** The fault itself; the runner does the setup, the settling, the common checks and the teardown. */
+  run(ctx: ScenarioContext): Promise<ScenarioOutcome>;
+}
