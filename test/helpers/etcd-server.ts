@@ -1,7 +1,7 @@
 // Starts real etcd servers (Debian's etcd-server) on free loopback ports, each
 // with its own temporary data dir, for tests, the demo and the benchmarks.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, createWriteStream } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, createWriteStream } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./free-port";
@@ -63,6 +63,11 @@ export class EtcdServer {
   /** `host:port` for node-etcd and etcd3. */
   get hostPort(): string {
     return `127.0.0.1:${this.member.clientPort}`;
+  }
+
+  /** The TLS files it serves with, if any. */
+  get tls(): EtcdTls | undefined {
+    return this.options.tls;
   }
 
   get pid(): number | undefined {
@@ -177,7 +182,7 @@ export class EtcdCluster {
   async leader(): Promise<EtcdServer> {
     for (const member of this.members) {
       if (!member.running) continue;
-      const status = await fetchJson(`${member.clientUrl}/v2/stats/self`).catch(() => undefined);
+      const status = await fetchJson(`${member.clientUrl}/v2/stats/self`, member.tls).catch(() => undefined);
       if (status && (status as { state?: string }).state === "StateLeader") return member;
     }
     throw new Error("no etcd member reports itself leader");
@@ -227,22 +232,47 @@ async function waitForHealth(servers: EtcdServer[], timeoutMs: number): Promise<
   for (const server of servers) {
     for (;;) {
       if (!server.running) throw new Error(`etcd ${server.name} exited`);
-      const health = await fetchJson(`${server.clientUrl}/health`).catch(() => undefined);
+      let lastError: unknown;
+      const health = await fetchJson(`${server.clientUrl}/health`, server.tls).catch((err: unknown) => {
+        lastError = err;
+        return undefined;
+      });
       if (health && (health as { health?: string }).health === "true") break;
-      if (Date.now() > deadline) throw new Error(`etcd ${server.name} not healthy after ${timeoutMs} ms`);
+      if (Date.now() > deadline) {
+        const why = lastError ? `: ${(lastError as Error).message}` : health ? `: ${JSON.stringify(health)}` : "";
+        throw new Error(`etcd ${server.name} not healthy after ${timeoutMs} ms${why}`);
+      }
       await new Promise((r) => setTimeout(r, 50));
     }
   }
 }
 
-async function fetchJson(url: string): Promise<unknown> {
+async function fetchJson(url: string, tls?: EtcdTls): Promise<unknown> {
   if (url.startsWith("https:")) {
-    // TLS servers are probed by the caller's own client; treat "answers TLS" as enough.
+    // Verified against the test CA. A server that demands client
+    // certificates is shown its own (etcd's gateway does the same, so the
+    // certificate must allow client authentication).
+    if (!tls) throw new Error(`${url}: an https server needs its TLS files to be probed`);
     const { request } = await import("node:https");
+    const options = {
+      ca: readFileSync(tls.caFile),
+      ...(tls.clientCertAuth ? { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) } : {}),
+      agent: false as const,
+      timeout: 1_000,
+    };
     return new Promise((resolve, reject) => {
-      const req = request(url, { rejectUnauthorized: false, timeout: 1_000 }, (res) => {
-        res.resume();
-        res.on("end", () => resolve({ health: "true", state: undefined }));
+      const req = request(url, options, (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (text += chunk));
+        res.on("end", () => {
+          try {
+            resolve(JSON.parse(text));
+          } catch (err) {
+            reject(err);
+          }
+        });
+        res.on("error", reject);
       });
       req.on("error", reject);
       req.on("timeout", () => req.destroy(new Error("timeout")));
