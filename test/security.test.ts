@@ -362,8 +362,8 @@ describe("TLS with client certificates", { timeout: 60_000 }, () => {
       await expectRefused(t, v2({ ca: pki.ca }), electionKey("v2-no-cert"), port, {
         causes: (errors) => {
           for (const e of errors) {
-            // node-etcd says "All servers returned error"; the TLS alert is in the cause.
-            assert.match(e.message, /^join failed \(attempt \d+\): All servers returned error$/);
+            // node-etcd says "All servers returned error"; the message names each server's reason.
+            assert.match(e.message, /^join failed \(attempt \d+\): All servers returned error \(https:\/\/127\.0\.0\.1:\d+: \S+\)$/);
             assert.match(causeTrail(e), /ALERT_BAD_CERTIFICATE|ALERT_CERTIFICATE_REQUIRED|ECONNRESET|EPIPE/, causeTrail(e));
             assert.equal(e.errorCode, undefined);
           }
@@ -559,7 +559,11 @@ describe("etcd v3 authentication (etcd3)", { timeout: 60_000 }, () => {
       const key = electionKey(`v3-auth-${label.replace(/\W+/g, "-")}`);
       await expectRefused(t, client, key, port, {
         causes: (errors) => {
-          for (const e of errors) assert.match(e.message, reason);
+          for (const e of errors) {
+            assert.match(e.message, reason);
+            // gRPC status 3, INVALID_ARGUMENT, is how etcd refuses credentials.
+            assert.equal(e.errorCode, 3, e.message);
+          }
         },
         close: () => client.close(),
       });

@@ -85,11 +85,27 @@ export function call(
       if (settled) return;
       settled = true;
       signal.removeEventListener("abort", onAbort);
-      if (err) return reject(err);
+      if (err) return reject(explain(err));
       resolve({ body: (body ?? {}) as V2Body, etcdIndex: indexFrom(headers) });
     });
     if (!settled) signal.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * node-etcd reports every transport failure as "All servers returned error",
+ * with the reasons in `errors`; name them in the message, where people look.
+ */
+function explain(err: NodeEtcdError): NodeEtcdError {
+  if (err.errorCode !== undefined || !Array.isArray(err.errors) || err.errors.length === 0) return err;
+  const reasons = err.errors.map((e) => {
+    const failure = e as { server?: string; httperror?: { code?: string; message?: string }; httpstatus?: number };
+    const why = failure.httperror?.code ?? failure.httperror?.message ?? `HTTP ${failure.httpstatus}`;
+    return failure.server ? `${failure.server}: ${why}` : why;
+  });
+  const explained: NodeEtcdError = new Error(`${err.message} (${reasons.join("; ")})`, { cause: err });
+  explained.errors = err.errors;
+  return explained;
 }
 
 function abortRequest(request: unknown): void {
