@@ -3,8 +3,8 @@
 // store's part.
 //
 // The safety argument, which every change here must keep:
-// - A member leads only after a renewal of its membership, sent at time S, was
-//   confirmed by the store while the member was first in line.
+// - A member leads only when it has found itself first in line and the store
+//   confirmed a renewal of its membership (or its creation) sent at time S.
 // - The store keeps the membership at least until S + TTL (it applied the
 //   renewal after S). No other member can be first in line before then.
 // - The member believes it leads only until S + TTL - stepDownMargin, measured
@@ -182,7 +182,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           backoff.reset();
 
           step = "lead";
-          const confirmedAt = await renewal!.renewNow(phaseSignal);
+          const confirmedAt = await this.provenAlive(renewal!, phaseSignal);
           this.lead(membership.token, confirmedAt, phase);
           await this.backend.awaitLoss(membership, phaseSignal);
           throw new MembershipLostError(`membership ${membership.id} was removed from the store`);
@@ -208,6 +208,17 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       renewal?.stop();
       if (membership) await this.leaveStore(membership);
     }
+  }
+
+  /**
+   * The send time of a confirmed renewal to count this term's deadline from.
+   * A recent one will do: renewing first would only add a round trip to every
+   * failover. An older one, or none, means renewing now.
+   */
+  private async provenAlive(renewal: Renewal<M>, signal: AbortSignal): Promise<number> {
+    const last = renewal.lastConfirmedSentAt;
+    if (this.clock.now() - last < this.options.refreshInterval) return last;
+    return renewal.renewNow(signal);
   }
 
   private leaveInBackground(membership: M): void {

@@ -23,6 +23,7 @@ export class Renewal<M extends Membership> {
   private readonly backoff: Backoff;
   private timer: unknown;
   private stopped = false;
+  private confirmedSentAt = -Infinity;
 
   constructor(
     private readonly backend: ElectionBackend<M>,
@@ -36,9 +37,15 @@ export class Renewal<M extends Membership> {
     this.backoff = new Backoff(options.retryInitialDelay, maxRetryDelay);
   }
 
-  /** Schedules the first renewal one refresh interval after `lastSentAt`. */
+  /** Schedules the first renewal one refresh interval after `lastSentAt`, when the membership was created. */
   start(lastSentAt: number): void {
+    this.confirmedSentAt = lastSentAt;
     this.schedule(lastSentAt + this.options.refreshInterval - this.clock.now());
+  }
+
+  /** When the newest renewal (or the join) that the store confirmed was sent. */
+  get lastConfirmedSentAt(): number {
+    return this.confirmedSentAt;
   }
 
   /**
@@ -102,6 +109,7 @@ export class Renewal<M extends Membership> {
       throw err;
     }
     if (this.stopped) return sentAt;
+    this.confirmedSentAt = Math.max(this.confirmedSentAt, sentAt);
     const hadFailed = this.backoff.attempts > 0;
     this.backoff.reset();
     this.listener.renewed(sentAt);
