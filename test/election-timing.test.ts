@@ -169,4 +169,28 @@ describe("leader step-down timing", () => {
     assert.deepEqual(events.map((e) => e.split(" @")[0]), ["leader someone-else", "elected 10"]);
     election.stop();
   });
+
+  it("leads at once on a recent confirmed renewal, without another round trip", async () => {
+    const { clock, backend, election } = setup();
+    await elect(clock, election);
+    assert.equal(backend.renewals, 0, "the join itself was the confirmation");
+    election.stop();
+  });
+
+  it("renews before leading when its last confirmed renewal is older than the refresh interval", async () => {
+    const { clock, backend, election, events } = setup();
+    backend.firstInLine = false;
+    election.start();
+    await clock.advance(0);
+    backend.renewAnswer = "fail";
+    await clock.advance(6_000);
+    backend.grantTurn();
+    await clock.advance(0);
+    assert.equal(election.isLeader(), false, "led on a membership it could not prove alive");
+    backend.renewAnswer = "ok";
+    await clock.advance(1_000);
+    assert.equal(election.isLeader(), true);
+    assert.ok(events.some((e) => e.startsWith("elected")));
+    election.stop();
+  });
 });
