@@ -57,7 +57,7 @@ export class Renewal<M extends Membership> {
     this.cancelTimer();
     try {
       const sentAt = await this.attempt(signal);
-      this.schedule(this.options.refreshInterval);
+      this.scheduleAfter(sentAt);
       return sentAt;
     } catch (err) {
       if (!this.stopped && this.timer === undefined) this.schedule(this.backoff.next());
@@ -77,12 +77,21 @@ export class Renewal<M extends Membership> {
     this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
       void this.attempt(this.controller.signal).then(
-        () => this.schedule(this.options.refreshInterval),
+        (sentAt) => this.scheduleAfter(sentAt),
         () => {
           if (!this.stopped && this.timer === undefined) this.schedule(this.backoff.next());
         },
       );
     }, Math.max(0, delay));
+  }
+
+  /**
+   * The next renewal is due one refresh interval after this one was *sent*:
+   * counting from its answer instead would let a slow link push every renewal
+   * later, until they no longer arrive before the leader's deadline.
+   */
+  private scheduleAfter(sentAt: number): void {
+    this.schedule(sentAt + this.options.refreshInterval - this.clock.now());
   }
 
   private cancelTimer(): void {

@@ -193,4 +193,17 @@ describe("leader step-down timing", () => {
     assert.ok(events.some((e) => e.startsWith("elected")));
     election.stop();
   });
+
+  it("renews on a fixed schedule from each send, so a slow link does not push renewals past the deadline", async () => {
+    const { clock, backend, election, events } = setup();
+    backend.clock = clock;
+    // Answered 2 s after being sent: renewals sent every 5 s still land well within the 8 s horizon.
+    backend.renewLatency = 2_000;
+    await elect(clock, election);
+    await clock.advance(60_000);
+    assert.equal(election.isLeader(), true);
+    assert.deepEqual(events.filter((e) => e.startsWith("unelected")), []);
+    assert.ok(backend.renewals >= 11, `${backend.renewals} renewals in 60 s`);
+    election.stop();
+  });
 });

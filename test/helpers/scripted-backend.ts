@@ -3,6 +3,8 @@
 import type { ElectionBackend, LeaderListener, Membership } from "../../src/backend";
 import { MembershipLostError } from "../../src/errors";
 
+import type { Clock } from "../../src/clock";
+
 export type RenewAnswer = "ok" | "fail" | "lost" | "hang";
 
 export class ScriptedBackend implements ElectionBackend {
@@ -11,6 +13,9 @@ export class ScriptedBackend implements ElectionBackend {
   renewals = 0;
   leaves: string[] = [];
   renewAnswer: RenewAnswer = "ok";
+  /** With a clock: how long each successful renewal takes to be answered. */
+  renewLatency = 0;
+  clock: Clock | undefined;
   /** When false, awaitTurn waits until `grantTurn()`. */
   firstInLine = true;
   private turnWaiters: Array<() => void> = [];
@@ -25,6 +30,10 @@ export class ScriptedBackend implements ElectionBackend {
     this.renewals++;
     switch (this.renewAnswer) {
       case "ok":
+        if (this.clock && this.renewLatency > 0) {
+          const clock = this.clock;
+          return new Promise((resolve) => clock.setTimeout(resolve, this.renewLatency));
+        }
         return Promise.resolve();
       case "fail":
         return Promise.reject(new Error("connection refused"));
