@@ -12,13 +12,17 @@ const clients: Array<[string, new (hosts: string[]) => unknown]> = [
   ["node-etcd 7.0", require("node-etcd")],
 ];
 
-function once<T extends unknown[]>(emitter: { once(event: string, fn: (...args: T) => void): unknown }, event: string, ms = 10_000): Promise<T> {
+type Election = etcdLeader.Election;
+type Events = etcdLeader.ElectionEvents;
+
+function once<E extends keyof Events>(election: Election, event: E, ms = 10_000): Promise<Parameters<Events[E]>> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no ${event} within ${ms} ms`)), ms);
-    emitter.once(event, (...args: T) => {
+    const listener = (...args: Parameters<Events[E]>) => {
       clearTimeout(timer);
       resolve(args);
-    });
+    };
+    election.once(event, listener as never);
   });
 }
 
@@ -37,12 +41,12 @@ describe("node-etcd client versions", () => {
       const first = etcdLeader(new Etcd(etcd.hostPorts), key, "first", 2);
       const second = etcdLeader(new Etcd(etcd.hostPorts), key, "second", 2);
       try {
-        const [token] = await once<[number]>(first.start(), "elected");
+        const [token] = await once(first.start(), "elected");
         assert.equal(typeof token, "number");
-        const leaderSeen = once<[string]>(second, "leader");
+        const leaderSeen = once(second, "leader");
         second.start();
         assert.deepEqual(await leaderSeen, ["first"]);
-        const takeover = once<[number]>(second, "elected");
+        const takeover = once(second, "elected");
         await first.leave();
         const [nextToken] = await takeover;
         assert.ok(nextToken > token, `token ${nextToken} after ${token}`);
