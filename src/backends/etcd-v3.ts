@@ -5,10 +5,11 @@
 //   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
 //                                       Then Put(that key, name, lease) Else Get(that key)
 //   renew     one LeaseKeepAlive round trip; a TTL of 0 means the lease is gone
-//   turn      Get(<key>/, newest create revision first, max create revision = ours, limit 2):
-//             our own key and the member just before it. None before it: we lead.
-//             Otherwise watch that member, the leader and our own key from the
-//             read's revision on, and read again when the member before us goes.
+//   turn      Get(<key>/, oldest create revision first, max create revision = ours):
+//             our own key and every member before it. None before it: we lead.
+//             Otherwise watch the member just before ours (etcd's recipe), the
+//             leader and our own key from the read's revision on; when a watched
+//             member goes, check the next one with a read of that one key.
 //   loss      the leader watches its own key for its deletion
 //   leave     LeaseRevoke, which deletes the key
 //   observe   Get(<key>/, oldest create revision first, limit 1), then watch <key>/
@@ -21,9 +22,12 @@
 // Order is the create revision, which every member reads alike. The fencing
 // token is the member key's create revision: a later member's is larger.
 //
-// Waiting costs no listing: each follower watches the member just before it
-// (etcd's recipe) and the leader, so it learns a new leader from one read of
-// the oldest key when the leader goes. It also watches its own key, which
+// Waiting costs one listing, on joining: a member remembers the members older
+// than itself (no member can become older later), watches the one just before
+// it (etcd's recipe) and the leader, and when either goes it reads the next one
+// it remembers, one key, not a range: a change of leader costs each follower
+// one point read. (A read sorted by create revision makes etcd 3.4 collect and
+// sort every key under the prefix, whatever the limit.) It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
@@ -54,6 +58,8 @@ interface Member {
   key: string;
   name: string;
   createRevision: number;
+  /** A revision at which the member was known to exist; a watch of it starts after it. */
+  seenAt: number;
 }
 
 export class EtcdV3Backend implements ElectionBackend<V3Membership> {
@@ -121,79 +127,119 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async awaitTurn(membership: V3Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
-    for (;;) {
-      const { ours, predecessor, revision } = await this.placeInLine(membership, signal);
-      if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
-      membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
-      if (!predecessor) return;
-      const { leader } = await this.leaderAt(signal, revision);
-      await this.waitForPredecessor(membership, predecessor, leader ?? predecessor, revision, onLeader, signal);
-    }
+    const { ours, older, revision } = await this.placeInLine(membership, signal);
+    if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
+    membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
+    if (older.length === 0) return;
+    onLeader(older[0]!.name);
+    await this.waitForOlderMembers(membership, older, revision, onLeader, signal);
   }
 
   /**
-   * Our own key and the member just before it, both as of one revision.
-   * etcd's recipe reads only the member before (max create revision ours - 1);
-   * reading ours too shows that our key still exists at that revision.
+   * Our own key and every member older than it, oldest first, as of one
+   * revision. No member can become older later (create revisions only grow),
+   * so this one read serves the whole wait.
    */
   private async placeInLine(
     membership: V3Membership,
     signal: AbortSignal,
-  ): Promise<{ ours: Member | undefined; predecessor: Member | undefined; revision: number }> {
-    const request = this.client
-      .getAll()
-      .prefix(this.prefix)
-      .sort("Create", "Descend")
-      .maxCreateRevision(membership.token)
-      .limit(2);
+  ): Promise<{ ours: Member | undefined; older: Member[]; revision: number }> {
+    const request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").maxCreateRevision(membership.token);
     const response = await untilAborted("read place in line", request.exec(), signal);
-    const [newest, older] = response.kvs.map(toMember);
-    const ours = newest?.key === membership.id ? newest : undefined;
-    return { ours, predecessor: ours ? older : undefined, revision: Number(response.header.revision) };
+    const revision = Number(response.header.revision);
+    const members = response.kvs.map((kv) => toMember(kv, revision));
+    const ours = members.at(-1)?.key === membership.id ? members.pop() : undefined;
+    return { ours, older: members, revision };
   }
 
   /**
-   * Returns once the member just before ours is gone, or our place in line may
-   * otherwise have changed; throws MembershipLostError if our key goes. Reports
-   * the leader meanwhile. Watches at most three keys, each from `revision` on.
+   * Follows the member just before ours (etcd's recipe) and the leader until
+   * no older member is left; throws MembershipLostError if our key goes. When
+   * a watched member goes, the next one is checked with a point read: a change
+   * of leader costs each follower one read of one key, not a listing.
    */
-  private async waitForPredecessor(
+  private async waitForOlderMembers(
     membership: V3Membership,
-    predecessor: Member,
-    leader: Member,
+    older: Member[],
     revision: number,
     onLeader: LeaderListener,
     signal: AbortSignal,
   ): Promise<void> {
-    onLeader(leader.name);
     const watches = new Watches<"ours" | "predecessor" | "leader">(this.client, signal);
     try {
+      let predecessor = older[older.length - 1]!;
+      let leader = older[0]!;
+      /** The member the "leader" watch follows: none while the leader is the predecessor. */
+      let leaderWatched: Member | undefined;
+      const watchLeader = () => {
+        if (leader === predecessor) {
+          if (leaderWatched) watches.remove("leader");
+          leaderWatched = undefined;
+        } else if (leaderWatched !== leader) {
+          watches.add("leader", { key: leader.key }, leader.seenAt + 1);
+          leaderWatched = leader;
+        }
+      };
       watches.add("ours", { key: membership.id, deletesOnly: true }, revision + 1);
       watches.add("predecessor", { key: predecessor.key }, revision + 1);
-      if (leader.key !== predecessor.key) watches.add("leader", { key: leader.key }, revision + 1);
+      watchLeader();
       for (;;) {
         const { watch, type, kv } = await watches.next();
         if (watch === "ours") {
           throw new MembershipLostError(`membership ${membership.id} was deleted while waiting`);
         }
+        const member = watch === "predecessor" ? predecessor : leader;
         if (type === "put") {
-          // etcd's Proclaim: the leader changed its value in place.
-          if (kv.key.toString() === leader.key) onLeader((leader = toMember(kv)).name);
+          // etcd's Proclaim: a member changed its value in place.
+          member.name = kv.value.toString();
+          member.seenAt = Number(kv.mod_revision);
+          if (member === leader) onLeader(leader.name);
           continue;
         }
-        if (watch === "predecessor") return;
-        // The leader left while the member before ours stays: the oldest key
-        // as of that deletion leads now, and later events follow from the watches.
-        const deletedAt = Number(kv.mod_revision);
-        const next = (await this.leaderAt(signal, deletedAt)).leader;
-        if (!next || next.createRevision >= membership.token) return;
-        onLeader((leader = next).name);
-        if (leader.key === predecessor.key) watches.remove("leader");
-        else watches.add("leader", { key: leader.key }, deletedAt + 1);
+        const position = older.indexOf(member);
+        if (position < 0) continue;
+        older.splice(position, 1);
+        const newest = await this.nextAlive(older, "newest", [predecessor, leader], signal);
+        if (!newest) return;
+        if (newest !== predecessor) {
+          predecessor = newest;
+          watches.add("predecessor", { key: predecessor.key }, predecessor.seenAt + 1);
+        }
+        const oldest = (await this.nextAlive(older, "oldest", [predecessor, leader], signal))!;
+        if (oldest !== leader) {
+          leader = oldest;
+          onLeader(leader.name);
+        }
+        watchLeader();
       }
     } finally {
       watches.close();
     }
+  }
+
+  /**
+   * The newest (or oldest) member of `older` that still exists; members found
+   * gone are dropped from `older`. A member that is watched already needs no read.
+   */
+  private async nextAlive(
+    older: Member[],
+    end: "newest" | "oldest",
+    watched: Member[],
+    signal: AbortSignal,
+  ): Promise<Member | undefined> {
+    while (older.length > 0) {
+      const candidate = end === "newest" ? older[older.length - 1]! : older[0]!;
+      if (watched.includes(candidate)) return candidate;
+      const response = await untilAborted("read member", this.client.get(candidate.key).exec(), signal);
+      const kv = response.kvs[0];
+      if (kv && Number(kv.create_revision) === candidate.createRevision) {
+        candidate.name = kv.value.toString();
+        candidate.seenAt = Number(response.header.revision);
+        return candidate;
+      }
+      older.splice(older.indexOf(candidate), 1);
+    }
+    return undefined;
   }
 
   async awaitLoss(membership: V3Membership, signal: AbortSignal): Promise<void> {
@@ -274,8 +320,8 @@ function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
 }
 
-function toMember(kv: IKeyValue): Member {
-  return { key: kv.key.toString(), name: kv.value.toString(), createRevision: Number(kv.create_revision) };
+function toMember(kv: IKeyValue, seenAt = Number(kv.mod_revision)): Member {
+  return { key: kv.key.toString(), name: kv.value.toString(), createRevision: Number(kv.create_revision), seenAt };
 }
 
 function lostLease(membership: V3Membership, cause?: unknown): MembershipLostError {
