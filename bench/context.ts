@@ -1,0 +1,81 @@
+// What every scenario gets from the orchestrator, and the run's parameters.
+import type { Etcd3 } from "etcd3";
+import type { CountingProxy } from "./counting-proxy";
+import type { SubjectInfo } from "./subjects/types";
+import { now } from "./util";
+
+export interface Params {
+  quick: boolean;
+  /** Seconds: failovers, cold start, follower learn delays, partition. */
+  ttl: number;
+  graceful: { trials: number; budgetS: number };
+  /** Cold start at N, then `changes` leader changes with the same members (follower learn delays). */
+  coldStart: { n: number; trials: number; changes: number; budgetS: number };
+  scale: {
+    /**
+     * Seconds, for idle load, leader change cost and memory. 10 s (the default of this library and of 0.0.1): at
+     * 2 s a thousand members renew 1000 times a second, more than one process on this machine can send.
+     */
+    ttl: number;
+    ns: number[];
+    /** Members start spread evenly over this long, so that their renewals are spread too. */
+    spreadMs: number;
+    /** After every member knows the leader, wait this long before measuring. */
+    extraSettleS: number;
+    /** Idle measurement window. Starts spread over a whole renewal interval make every phase equally likely, so any length is unbiased. */
+    windowS: number;
+    /** Leader changes per run, and how long after each one requests are counted. */
+    changes: number;
+    changeWindowS: number;
+  };
+  crash: { trials: number; budgetS: number };
+  partition: { trials: number; budgetS: number };
+}
+
+export function paramsFor(quick: boolean): Params {
+  return quick
+    ? {
+        quick,
+        ttl: 2,
+        graceful: { trials: 6, budgetS: 20 },
+        coldStart: { n: 100, trials: 2, changes: 1, budgetS: 20 },
+        scale: { ttl: 10, ns: [10, 100], spreadMs: 5000, extraSettleS: 0.3, windowS: 2, changes: 1, changeWindowS: 2 },
+        crash: { trials: 3, budgetS: 30 },
+        partition: { trials: 2, budgetS: 30 },
+      }
+    : {
+        quick,
+        ttl: 2,
+        graceful: { trials: 25, budgetS: 120 },
+        coldStart: { n: 100, trials: 5, changes: 2, budgetS: 120 },
+        scale: { ttl: 10, ns: [10, 100, 1000], spreadMs: 5000, extraSettleS: 2, windowS: 10, changes: 2, changeWindowS: 3 },
+        crash: { trials: 20, budgetS: 180 },
+        partition: { trials: 6, budgetS: 150 },
+      };
+}
+
+export interface BenchContext {
+  params: Params;
+  subjects: readonly SubjectInfo[];
+  /** etcd's client URL (http://127.0.0.1:port). */
+  etcdUrl: string;
+  countingProxy: CountingProxy;
+  /** For reading election state directly (v3). */
+  probe: Etcd3;
+  log(message: string): void;
+}
+
+/** Counts the members a subject holds in etcd under `prefix` (v2 directory or v3 prefix). */
+export async function storeMemberCount(ctx: BenchContext, subject: SubjectInfo, prefix: string): Promise<number> {
+  if (subject.api === "v2") {
+    const response = await fetch(`${ctx.etcdUrl}/v2/keys${prefix}?sorted=true`, { signal: AbortSignal.timeout(3_000) });
+    if (response.status === 404) return 0;
+    const body = (await response.json()) as { node?: { nodes?: unknown[] } };
+    return body.node?.nodes?.length ?? 0;
+  }
+  return Number(await ctx.probe.getAll().prefix(prefix).count());
+}
+
+export function elapsedS(since: number): number {
+  return (now() - since) / 1000;
+}

@@ -1,0 +1,268 @@
+// `npm run bench [-- --quick]`: this library (etcd v2 and v3) side by side
+// with etcd-leader 0.0.1 and etcd3's own Election, on one throwaway etcd.
+//
+// Scenarios (see bench/scenarios/): graceful failover, crash failover, idle
+// load, the cost of a leader change, how fast followers learn the new leader,
+// cold start, memory and sockets per member, step-down under a partition, and
+// two-leader instants in all of them. Prints tables and PASS/MISS per target;
+// writes bench/results/latest.json and bench/results/failover.svg.
+//
+// Options:
+//   --quick                 fewer trials and N up to 100 (under 3 minutes)
+//   --only=a,b              scenarios: graceful, cold, scale, crash, partition
+//   --subjects=a,b          ours-v2, ours-v3, original, etcd3-election
+//
+// Every wait has a deadline, and a watchdog ends the run if the whole takes
+// far longer than planned. Member processes and etcd are gone afterwards
+// however the run ends.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { availableParallelism, release, totalmem, type } from "node:os";
+import { join } from "node:path";
+import { Etcd3 } from "etcd3";
+import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-server";
+import { failoverChart } from "./chart";
+import { paramsFor, type BenchContext } from "./context";
+import { CountingProxy } from "./counting-proxy";
+import { compileMembers, removeCompiled } from "./compile";
+import { killAllHosts, useCompiledMembers, type Host } from "./host";
+import { MachineLoad } from "./machine-load";
+import { render, type BenchResults } from "./report";
+import { runColdStart } from "./scenarios/cold-start";
+import { prepareCrash, runCrash } from "./scenarios/crash";
+import { runGraceful } from "./scenarios/graceful";
+import { preparePartition, runPartition } from "./scenarios/partition";
+import { measureBaseline, runScale, spawnScaleHost } from "./scenarios/scale";
+import { SUBJECTS } from "./subjects/info";
+import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
+import { checkTargets } from "./targets";
+import { errorMessage, now, sleep } from "./util";
+
+const SCENARIOS = ["graceful", "cold", "scale", "crash", "partition"] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+function parseArgs(argv: string[]): { quick: boolean; only: Set<Scenario>; subjects: Set<string> } {
+  let quick = false;
+  let only = new Set<Scenario>(SCENARIOS);
+  let subjects = new Set(SUBJECTS.map((s) => s.id as string));
+  for (const arg of argv) {
+    if (arg === "--quick") quick = true;
+    else if (arg.startsWith("--only=")) {
+      const list = arg.slice(7).split(",").filter(Boolean);
+      for (const s of list) if (!SCENARIOS.includes(s as Scenario)) usage(`unknown scenario ${s}`);
+      only = new Set(list as Scenario[]);
+    } else if (arg.startsWith("--subjects=")) {
+      const list = arg.slice(11).split(",").filter(Boolean);
+      for (const s of list) if (!SUBJECTS.some((x) => x.id === s)) usage(`unknown subject ${s}`);
+      subjects = new Set(list);
+    } else if (arg === "-h" || arg === "--help") {
+      process.stdout.write(readFileSync(__filename, "utf8").split("\n").filter((l) => l.startsWith("//")).map((l) => l.slice(3)).join("\n") + "\n");
+      process.exit(0);
+    } else usage(`unknown argument ${arg}`);
+  }
+  return { quick, only, subjects };
+}
+
+function usage(problem: string): never {
+  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,crash,partition] [--subjects=ours-v2,...]\n`);
+  process.exit(2);
+}
+
+function machine(): BenchResults["meta"]["machine"] {
+  let cpu = "unknown";
+  try {
+    cpu = /model name\s*:\s*(.*)/.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1]?.trim() ?? cpu;
+  } catch {
+    // not Linux
+  }
+  let etcd = "unknown";
+  try {
+    etcd = /etcd Version:\s*(\S+)/.exec(execFileSync(etcdBinary(), ["--version"], { encoding: "utf8", timeout: 5_000 }))?.[1] ?? etcd;
+  } catch {
+    // reported as unknown
+  }
+  return {
+    nproc: availableParallelism(), cpu, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.versions.node, etcd,
+    os: `${type()} ${release()}`,
+  };
+}
+
+let etcd: EtcdCluster | undefined;
+let proxy: CountingProxy | undefined;
+let probe: Etcd3 | undefined;
+let compiled: string | undefined;
+
+async function cleanUp(): Promise<void> {
+  killAllHosts();
+  removeCompiled(compiled);
+  compiled = undefined;
+  probe?.close();
+  probe = undefined;
+  await proxy?.close().catch(() => undefined);
+  proxy = undefined;
+  await etcd?.close().catch(() => undefined);
+  etcd = undefined;
+}
+
+process.on("exit", () => {
+  killAllHosts();
+  removeCompiled(compiled);
+});
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    process.stderr.write(`\nbench: ${signal}, cleaning up\n`);
+    void cleanUp().finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+  });
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const params = paramsFor(args.quick);
+  const startedAt = now();
+  const subjects = SUBJECTS.filter((s) => args.subjects.has(s.id));
+  const watchdogS = args.quick ? 240 : 1200;
+  const watchdog = setTimeout(() => {
+    process.stderr.write(`bench: still running after ${watchdogS} s; giving up\n`);
+    void cleanUp().finally(() => process.exit(1));
+  }, watchdogS * 1000);
+  watchdog.unref();
+
+  const log = (message: string) => process.stderr.write(`[${((now() - startedAt) / 1000).toFixed(1).padStart(6)} s] ${message}\n`);
+  const load = new MachineLoad();
+  /** Notes how much of the machine other processes took during the scenario that just ended. */
+  const loadSince = (scenario: string) => {
+    const percent = load.othersSinceLast();
+    if (percent !== undefined) results.meta.otherLoad[scenario] = Math.round(percent);
+  };
+  log(`starting etcd (${args.quick ? "quick" : "full"} run)`);
+  compiled = compileMembers();
+  useCompiledMembers(compiled);
+  etcd = await startEtcd();
+  const etcdUrl = etcd.clientUrls[0]!;
+  proxy = await CountingProxy.start(etcdUrl);
+  probe = new Etcd3({ hosts: etcdUrl });
+  const ctx: BenchContext = { params, subjects, etcdUrl, countingProxy: proxy, probe, log };
+
+  const results: BenchResults = {
+    meta: {
+      startedAt: new Date().toISOString(),
+      quick: args.quick,
+      machine: machine(),
+      params,
+      otherLoad: {},
+      notes: [
+        `every member has its own client, as it would in its own process. v2 (this library, 0.0.1): node-etcd, the clients of ` +
+          `a process sharing one request pool of ${V2_POOL_MAX_SOCKETS} sockets for both (node-etcd 7's shared default pool of 100 ` +
+          `would starve 100+ members that each hold long-poll watches). v3 (this library, etcd3 Election): one etcd3 client, so one ` +
+          `gRPC channel, per member (sharing one etcd3 client among 100 Election members trips etcd3's circuit breaker: ` +
+          `it counts streams it cancels itself as failures of the host)`,
+        "etcd3 Election members each campaign and also observe() (Campaign alone never names the leader); on an error they " +
+          "campaign / observe again after 5 s as etcd3's documentation shows. 0.0.1 stops itself on an error; nothing restarts it",
+        "graceful, cold start and scale runs measure one subject at a time; the crash and partition trials of all four subjects " +
+          "run at the same time (own keys, processes and proxies, every process started beforehand; their figures are seconds, " +
+          "set by the TTL)",
+        "etcd runs with heartbeat 50 ms and election timeout 500 ms (test/helpers/etcd-server.ts)",
+        "etcd3 clients keep etcd3's default fault handling (a host is shut for 5 s after three failed calls), not the 1 s " +
+          "breaker the README recommends for elections: the v3 rejoin after a partition includes those 5 s",
+      ],
+    },
+    graceful: [],
+    coldStart: [],
+    scale: { runs: [] },
+    crash: [],
+    partition: [],
+    targets: [],
+  };
+
+  try {
+    loadSince("before");
+    if (args.only.has("graceful")) {
+      for (const subject of subjects) {
+        log(`graceful failover: ${subject.label}`);
+        results.graceful.push(await runGraceful(ctx, subject));
+      }
+      loadSince("graceful");
+    }
+    if (args.only.has("cold")) {
+      for (const subject of subjects) {
+        log(`cold start, N=${params.coldStart.n}: ${subject.label}`);
+        results.coldStart.push(await runColdStart(ctx, subject));
+        await sleep(500);
+      }
+      loadSince("cold start");
+    }
+    if (args.only.has("scale")) {
+      results.scale.baseline = await measureBaseline(ctx);
+      const plan = params.scale.ns.flatMap((n) => subjects.map((subject) => ({ n, subject })));
+      let next: Promise<Host> | undefined;
+      for (let i = 0; i < plan.length; i++) {
+        const { n, subject } = plan[i]!;
+        const host = next ?? spawnScaleHost(ctx, subject, n);
+        next = undefined;
+        const following = plan[i + 1];
+        log(`scale, N=${n}: ${subject.label}`);
+        results.scale.runs.push(
+          await runScale(ctx, subject, n, host, () => {
+            // The next run's process starts while this one measures.
+            if (following && !next) next = spawnScaleHost(ctx, following.subject, following.n);
+          }),
+        );
+        // Let deletions and revocations settle before the next subject's windows.
+        await sleep(300);
+      }
+      if (next) await (await next.catch(() => undefined))?.shutdown();
+      loadSince("scale");
+    }
+    // Crash and partition trials of every subject run at the same time: each
+    // is timed in seconds by the TTL, and every process they need is started
+    // first, so that nothing but the members themselves runs meanwhile.
+    const crashing = args.only.has("crash");
+    const partitioning = args.only.has("partition");
+    if (crashing || partitioning) {
+      log(`starting member processes for ${[crashing && "crash", partitioning && "partition"].filter(Boolean).join(" and ")} trials`);
+      const crashPools = crashing ? await Promise.all(subjects.map((s) => prepareCrash(ctx, s))) : [];
+      const partitionHosts = partitioning ? await Promise.all(subjects.map((s) => preparePartition(ctx, s))) : [];
+      log(`${[crashing && "crash failover", partitioning && "partition"].filter(Boolean).join(" and ")}: all subjects concurrently`);
+      [results.crash, results.partition] = await Promise.all([
+        Promise.all(crashPools.map((pool, i) => runCrash(ctx, subjects[i]!, pool))),
+        Promise.all(partitionHosts.map((host, i) => runPartition(ctx, subjects[i]!, host))),
+      ]);
+      loadSince("crash + partition");
+    }
+  } finally {
+    await cleanUp();
+    clearTimeout(watchdog);
+  }
+
+  results.meta.durationS = Math.round((now() - startedAt) / 100) / 10;
+  results.targets = checkTargets(results);
+  const outDir = join(__dirname, "results");
+  mkdirSync(outDir, { recursive: true });
+  writeAtomically(join(outDir, "latest.json"), JSON.stringify(results, roundFigures, 1) + "\n");
+  writeAtomically(join(outDir, "failover.svg"), failoverChart(results));
+  process.stdout.write(render(results) + "\n");
+  const misses = results.targets.filter((t) => !t.pass).length;
+  process.stdout.write(
+    `\n${results.targets.length - misses} PASS, ${misses} MISS; run took ${results.meta.durationS} s; ` +
+      `raw figures in bench/results/latest.json, chart in bench/results/failover.svg\n`,
+  );
+}
+
+/** Hundredths of a millisecond (or of whatever unit) are noise: keep the JSON readable. */
+function roundFigures(_key: string, value: unknown): unknown {
+  return typeof value === "number" && !Number.isInteger(value) ? Math.round(value * 100) / 100 : value;
+}
+
+function writeAtomically(path: string, text: string): void {
+  writeFileSync(`${path}.tmp`, text);
+  renameSync(`${path}.tmp`, path);
+}
+
+main().then(
+  () => process.exit(0),
+  async (err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? err.stack ?? err.message : errorMessage(err)}\n`);
+    await cleanUp();
+    process.exit(1);
+  },
+);

@@ -1,0 +1,97 @@
+// 2. Crash failover: three members, each in its own process, TTL 2 s; the
+// leader's process is SIGKILLed at a random point of its renewal cycle; time
+// from the kill to the next `elected`.
+import type { BenchContext } from "../context";
+import { Host, spawnHosts } from "../host";
+import type { SubjectInfo } from "../subjects/types";
+import { Trial } from "../trial";
+import { errorMessage, now, sleep, tag, uniform } from "../util";
+import { addSafety, emptySafety, tally, type Failure, type SafetySummary } from "./common";
+
+export interface CrashResult {
+  subject: string;
+  failoverMs: number[];
+  failures: Failure[];
+  /** Followers that named another member than the one leading, just before the leader was stopped or killed. */
+  wrongLeaderNamed: number;
+  safety: SafetySummary;
+  messages: Record<string, number>;
+}
+
+/**
+ * Every member process a subject's crash trials will need (three, and one to
+ * replace each killed leader), started before any trial so that no process
+ * start competes for the CPU while failovers (or the concurrent partition
+ * trials) are timed.
+ */
+export async function prepareCrash(ctx: BenchContext, subject: SubjectInfo): Promise<Host[]> {
+  const hosts = await spawnHosts(subject.id, [ctx.etcdUrl], 2 + ctx.params.crash.trials, 5);
+  await Promise.all(hosts.map((h) => h.request("init")));
+  return hosts;
+}
+
+export async function runCrash(ctx: BenchContext, subject: SubjectInfo, pool: Host[]): Promise<CrashResult> {
+  const { ttl } = ctx.params;
+  const { trials, budgetS } = ctx.params.crash;
+  const result: CrashResult = { subject: subject.id, failoverMs: [], failures: [], wrongLeaderNamed: 0, safety: emptySafety(), messages: {} };
+  const spare = [...pool];
+  const take = async (): Promise<Host> => {
+    const next = spare.shift();
+    if (next?.alive) return next;
+    const host = await Host.spawn(subject.id, [ctx.etcdUrl], 5);
+    await host.request("init");
+    return host;
+  };
+  let hosts: Host[] = [await take(), await take(), await take()];
+  const began = now();
+  try {
+    for (let i = 1; i <= trials; i++) {
+      if ((now() - began) / 1000 > budgetS) {
+        result.failures.push({ trial: i, reason: `time budget of ${budgetS} s used up; trials ${i}.. not run` });
+        break;
+      }
+      const key = subject.electionKey(`crash/${i}-${tag()}`);
+      const names = ["a", "b", "c"].map((s) => `k${i}${s}`);
+      const trial = new Trial(`${subject.id} crash ${i}`);
+      hosts.forEach((h, j) => trial.attach(h, [names[j]!]));
+      let victim: Host | undefined;
+      try {
+        await Promise.all(hosts.map((h, j) => h.request("add", { members: [{ key, name: names[j], ttl }] })));
+        await Promise.all(hosts.map((h) => h.request("start")));
+        await trial.waitFor("one leader, the others following", () => trial.ready(), 10_000);
+        // A random point in the leader's renewal cycle (every subject renews at least every TTL/2).
+        await sleep(500 + uniform(0, (ttl * 1000) / 2));
+        const settled = trial.ready();
+        if (!settled) throw new Error(`the election did not stay settled: ${trial.describe()}`);
+        result.wrongLeaderNamed += settled.wrong;
+        victim = trial.members.get(settled.leader)!.host;
+        const tKill = victim.kill();
+        trial.killed(settled.leader, tKill);
+        const next = await trial.waitFor("the next elected", () => trial.electedAfter(tKill, settled.leader), 3 * ttl * 1000 + 8000);
+        result.failoverMs.push(next.t - tKill);
+        await trial
+          .waitFor("the other member knowing the successor", () => {
+            const s = trial.settled();
+            return s && s.leader === next.name ? s : undefined;
+          }, 2 * ttl * 1000)
+          .catch(() => undefined);
+        addSafety(result.safety, trial.safety());
+      } catch (err) {
+        result.failures.push({ trial: i, reason: errorMessage(err) });
+        addSafety(result.safety, trial.safety());
+      } finally {
+        tally(result.messages, trial);
+        trial.dispose();
+        const survivors = hosts.filter((h) => h !== victim && h.alive);
+        await Promise.all(survivors.map((h) => h.request("close", {}, 20_000).catch(() => undefined)));
+        for (const h of hosts) if (!survivors.includes(h)) await h.shutdown();
+        const fresh: Host[] = [];
+        while (survivors.length + fresh.length < 3) fresh.push(await take());
+        hosts = [...survivors, ...fresh];
+      }
+    }
+  } finally {
+    await Promise.all([...hosts, ...spare].map((h) => h.shutdown()));
+  }
+  return result;
+}

@@ -1,0 +1,16 @@
+// Loads a subject's implementation (and its client library) on demand.
+import type { Subject, SubjectId } from "./types";
+
+export function loadSubject(id: SubjectId): Subject {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  switch (id) {
+    case "ours-v2":
+      return (require("./ours-v2") as typeof import("./ours-v2")).oursV2;
+    case "ours-v3":
+      return (require("./ours-v3") as typeof import("./ours-v3")).oursV3;
+    case "original":
+      return (require("./original") as typeof import("./original")).original;
+    case "etcd3-election":
+      return (require("./etcd3-election") as typeof import("./etcd3-election")).etcd3Election;
+  }
+}

@@ -1,0 +1,49 @@
+// The four subjects' descriptions, without loading any client library.
+import type { SubjectId, SubjectInfo } from "./types";
+
+/** Both v3 subjects: what a member connects with. */
+export const V3_CLIENT_NOTE = "one etcd3 client (its own gRPC channel) per member";
+
+const v2Key = (id: string) => (scope: string) => `/bench/${id}/${scope}`;
+
+export const SUBJECTS: readonly SubjectInfo[] = [
+  {
+    id: "ours-v2",
+    label: "etcd-leader v2",
+    api: "v2",
+    ours: true,
+    electionKey: v2Key("ours-v2"),
+    storePrefix: (key) => key,
+  },
+  {
+    id: "ours-v3",
+    label: "etcd-leader v3",
+    api: "v3",
+    ours: true,
+    electionKey: (scope) => `bench/ours-v3/${scope}`,
+    storePrefix: (key) => `${key}/`,
+  },
+  {
+    id: "original",
+    label: "etcd-leader 0.0.1",
+    api: "v2",
+    ours: false,
+    electionKey: v2Key("original"),
+    storePrefix: (key) => key,
+  },
+  {
+    id: "etcd3-election",
+    label: "etcd3 Election",
+    api: "v3",
+    ours: false,
+    electionKey: (scope) => `bench-etcd3/${scope}`,
+    // etcd3's Election keeps its members under `election/<name>/`.
+    storePrefix: (key) => `election/${key}/`,
+  },
+];
+
+export function subjectInfo(id: SubjectId): SubjectInfo {
+  const subject = SUBJECTS.find((s) => s.id === id);
+  if (!subject) throw new Error(`unknown subject ${id}`);
+  return subject;
+}

@@ -1,0 +1,63 @@
+// What every benchmarked leader-election implementation offers the benchmark:
+// members that start, stop, say whether they believe they lead, and report
+// elected / unelected / leader / error events.
+
+export type SubjectId = "ours-v2" | "ours-v3" | "original" | "etcd3-election";
+
+export interface SubjectInfo {
+  readonly id: SubjectId;
+  /** How it appears in tables. */
+  readonly label: string;
+  /** Which etcd API it talks to. */
+  readonly api: "v2" | "v3";
+  /** This library (targets apply) or a peer (compared against). */
+  readonly ours: boolean;
+  /** The election key for a run: a fresh one per subject and trial. */
+  electionKey(scope: string): string;
+  /** Where the subject keeps its members in etcd for `key`: a v2 directory or a v3 prefix. */
+  storePrefix(key: string): string;
+}
+
+/** What a member reports; the member process timestamps and forwards each call. */
+export interface MemberListener {
+  elected(token?: number): void;
+  unelected(reason: string): void;
+  /** The leader's name as this member knows it (undefined: no leader known). */
+  leader(name: string | undefined): void;
+  error(message: string): void;
+  /** Something worth counting that is not an election event (e.g. `elected` after resign). */
+  note(message: string): void;
+}
+
+export interface MemberSpec {
+  key: string;
+  name: string;
+  ttl: number;
+  /** Connect this member through its own client to these endpoints instead of the shared client. */
+  hosts?: string[];
+}
+
+export interface Member {
+  readonly name: string;
+  start(): void;
+  /** The graceful way out: stop() / resign(). Returns once the call has been made. */
+  stop(): void;
+  /** Stops if needed and waits (bounded) until the member has left the store and released its own resources. */
+  close(): Promise<void>;
+  /** Whether the member believes it leads right now. */
+  isLeader(): boolean;
+  /** False once the member has given up for good (stopped, or died on an error). */
+  isRunning(): boolean;
+}
+
+/** One per member process: the shared client(s) and a factory for members. */
+export interface SubjectRuntime {
+  member(spec: MemberSpec, listener: MemberListener): Member;
+  /** What the process holds that is shared by every member (for the report). */
+  readonly clientNote: string;
+  close(): Promise<void>;
+}
+
+export interface Subject extends SubjectInfo {
+  runtime(hosts: string[]): SubjectRuntime;
+}

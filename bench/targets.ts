@@ -1,0 +1,143 @@
+// The targets, checked against the figures as measured. A subject whose
+// trials failed, or that has no figure, misses.
+import { learnDelays, type BenchResults, type TargetLine } from "./report";
+import { perMemberPerSecond } from "./scenarios/scale";
+import { summarize } from "./stats";
+import { SUBJECTS } from "./subjects/info";
+
+const f = (v: number, digits = 1) => (Number.isFinite(v) ? v.toFixed(digits) : "n/a");
+
+export function checkTargets(results: BenchResults): TargetLine[] {
+  const lines: TargetLine[] = [];
+  const ttl = results.meta.params.ttl;
+  const ttlMs = ttl * 1000;
+  // Subjects left out with --subjects get no target lines.
+  const ran = new Set(
+    [...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs].map((r) => r.subject),
+  );
+  const ours = SUBJECTS.filter((s) => s.ours && ran.has(s.id));
+  const peers = SUBJECTS.filter((s) => !s.ours);
+  const add = (pass: boolean, text: string) => lines.push({ pass, text });
+  const failed = (list: Array<{ subject: string; failures: unknown[] }>, id: string) =>
+    list.find((r) => r.subject === id)?.failures.length ?? 0;
+
+  // 1. Graceful failover.
+  if (results.graceful.length) {
+    for (const o of ours) {
+      const mine = summarize(results.graceful.find((r) => r.subject === o.id)?.failoverMs ?? []);
+      const others = peers.map((q) => ({ q, s: summarize(results.graceful.find((r) => r.subject === q.id)?.failoverMs ?? []) }));
+      const slower = others.filter(({ s }) => Number.isFinite(s.median) && !(mine.median <= s.median));
+      const bad = failed(results.graceful, o.id);
+      add(
+        mine.median < 50 && slower.length === 0 && bad === 0,
+        `graceful failover, ${o.label}: median ${f(mine.median)} ms (target < 50 ms and not slower than any peer: ` +
+          `${others.map(({ q, s }) => `${q.label} ${f(s.median)} ms`).join(", ")})${bad ? `; ${bad} failed trials` : ""}`,
+      );
+    }
+  }
+
+  // 2. Crash failover.
+  if (results.crash.length) {
+    for (const o of ours) {
+      const s = summarize(results.crash.find((r) => r.subject === o.id)?.failoverMs ?? []);
+      const bad = failed(results.crash, o.id);
+      if (o.api === "v2") {
+        const medianLimit = 0.75 * ttlMs + 500;
+        const maxLimit = ttlMs + 1000;
+        add(s.median <= medianLimit && s.max <= maxLimit && bad === 0 && s.n > 0,
+          `crash failover, ${o.label}: median ${f(s.median / 1000, 2)} s (≤ ${f(medianLimit / 1000, 2)} s), max ${f(s.max / 1000, 2)} s (≤ ${f(maxLimit / 1000, 2)} s), n ${s.n}${bad ? `; ${bad} failed trials` : ""}`);
+      } else {
+        const limit = ttlMs + 1000;
+        add(s.max <= limit && bad === 0 && s.n > 0,
+          `crash failover, ${o.label}: every trial ≤ ${f(limit / 1000, 2)} s: max ${f(s.max / 1000, 2)} s, median ${f(s.median / 1000, 2)} s, n ${s.n}${bad ? `; ${bad} failed trials` : ""}`);
+      }
+    }
+  }
+
+  // 3. Idle load.
+  const runs = results.scale.runs;
+  const ns = [...new Set(runs.map((r) => r.n))].sort((a, b) => a - b);
+  const rate = (id: string, n: number) => {
+    const r = runs.find((x) => x.subject === id && x.n === n);
+    return r?.idle ? perMemberPerSecond(r.idle, r.idle.requests) : NaN;
+  };
+  for (const n of ns) {
+    const mine = rate("ours-v2", n);
+    const theirs = rate("original", n);
+    if (runs.some((r) => r.subject === "ours-v2" && r.n === n)) {
+      add(mine <= 0.4 * theirs,
+        `idle load v2, N=${n}: ${f(mine, 3)} requests/member/s vs 0.0.1's ${f(theirs, 3)} = ${f((100 * mine) / theirs, 0)}% (target ≤ 40%)`);
+    }
+  }
+  for (const n of ns) {
+    const run = runs.find((x) => x.subject === "ours-v3" && x.n === n);
+    if (!run) continue;
+    const mine = rate("ours-v3", n);
+    const theirs = rate("etcd3-election", n);
+    add(mine <= theirs,
+      `idle load v3, N=${n}: ${f(mine, 3)} (gRPC messages + streams opened)/member/s vs etcd3 Election's ${f(theirs, 3)} (target: not more)`);
+    const idle = run.idle;
+    const perRenewal = idle && idle.renewals > 0 ? idle.proposalsCommitted / idle.renewals : NaN;
+    add(Number.isFinite(perRenewal) && perRenewal < 0.01,
+      `no raft write per renewal, v3, N=${n}: ${idle ? idle.proposalsCommitted : "n/a"} proposals committed for ${idle ? idle.renewals : "n/a"} keep-alives = ${f(perRenewal, 3)} per renewal (target < 0.01)`);
+  }
+
+  // 4. A leader change at the largest N costs at most a handful of listings.
+  const bigN = ns[ns.length - 1];
+  if (bigN !== undefined) {
+    const quickNote = bigN < 1000 ? ` (N=1000 not run${results.meta.quick ? " in --quick" : ""}; checked at N=${bigN})` : "";
+    for (const o of ours) {
+      const run = runs.find((x) => x.subject === o.id && x.n === bigN);
+      const listings = run && run.changes.length ? Math.max(...run.changes.map((c) => c.load.listings)) : NaN;
+      add(listings <= 5,
+        `leader change, ${o.label}, N=${bigN}: at most ${f(listings, 0)} listings in the ${results.meta.params.scale.changeWindowS} s after a change (target ≤ 5, a handful)${quickNote}`);
+    }
+  }
+
+  // 5. Every follower knows the new leader within 250 ms at N = 100 (the changes after the cold starts).
+  if (results.coldStart.length) {
+    const n = results.meta.params.coldStart.n;
+    for (const o of ours) {
+      const d = learnDelays(results.coldStart.find((r) => r.subject === o.id));
+      const s = summarize(d.fromStop);
+      add(s.n > 0 && s.max <= 250 && d.unaware === 0,
+        `leader known by every follower, ${o.label}, N=${n}: max ${f(s.max, 0)} ms after the stop call over ${s.n} follower-changes ` +
+          `(${d.changes} changes), ${d.unaware} never learned (target ≤ 250 ms)`);
+    }
+  }
+
+  // 6. Safety: zero instants with two leaders, every scenario.
+  for (const o of ours) {
+    const lists = [results.graceful, results.crash, results.coldStart, results.partition, runs] as Array<Array<{ subject: string; safety: { instants: number; longestMs: number; trials: number } }>>;
+    let instants = 0;
+    let longest = 0;
+    let trials = 0;
+    for (const list of lists) {
+      for (const r of list.filter((x) => x.subject === o.id)) {
+        instants += r.safety.instants;
+        longest = Math.max(longest, r.safety.longestMs);
+        trials += r.safety.trials;
+      }
+    }
+    add(instants === 0 && trials > 0, `safety, ${o.label}: ${instants} instants with two leaders over ${trials} trials (longest ${f(longest, 0)} ms; target 0)`);
+  }
+
+  // 7. Partition.
+  if (results.partition.length) {
+    for (const o of ours) {
+      const r = results.partition.find((x) => x.subject === o.id);
+      const trials = r?.trials ?? [];
+      const margins = trials.map((t) => t.marginMs ?? NaN);
+      const allMargins = trials.length > 0 && margins.every((v) => v >= 200);
+      const rejoined = trials.filter((t) => t.rejoinMs !== undefined).length;
+      const bad = r?.failures.length ?? 0;
+      add(allMargins && bad === 0,
+        `partition, ${o.label}: old leader stepped down ≥ 200 ms before a successor in every trial: margins ${margins.map((v) => f(v, 0)).join(", ")} ms${bad ? `; ${bad} failed trials` : ""}`);
+      add(trials.length > 0 && rejoined === trials.length && bad === 0,
+        `partition, ${o.label}: old leader rejoined as a follower after the heal in ${rejoined}/${trials.length} trials` +
+          (rejoined ? ` (${trials.filter((t) => t.rejoinMs !== undefined).map((t) => f(t.rejoinMs!, 0)).join(", ")} ms after the heal)` : ""));
+    }
+  }
+  return lines;
+}
+

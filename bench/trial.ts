@@ -1,0 +1,291 @@
+// One trial's view of its members: who believes it leads, whom each member
+// follows, every event with its time, and waiting for a condition with a
+// deadline. Also the safety record: each change of each member's belief that
+// it leads, from which overlaps (two leaders at once) are computed.
+import type { Host, HostEvent } from "./host";
+import { DeadlineError, now } from "./util";
+
+export interface MemberState {
+  name: string;
+  host: Host;
+  believes: boolean;
+  believesSince: number | undefined;
+  knownLeader: string | undefined;
+  knownLeaderAt: number | undefined;
+  /** Stopped or killed on purpose: no longer expected to take part. */
+  gone: boolean;
+  errors: string[];
+  notes: string[];
+}
+
+export interface Transition {
+  name: string;
+  t: number;
+  on: boolean;
+}
+
+export interface Overlap {
+  from: number;
+  to: number;
+  ms: number;
+  members: string[];
+}
+
+export interface SafetyRecord {
+  /** Separate stretches of time during which two or more members believed they led. */
+  instants: number;
+  longestMs: number;
+  overlaps: Overlap[];
+}
+
+interface Waiter {
+  check: () => boolean;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+export class Trial {
+  readonly members = new Map<string, MemberState>();
+  readonly transitions: Transition[] = [];
+  readonly events: Array<HostEvent & { name: string }> = [];
+  readonly startedAt = now();
+  private readonly unsubscribe: Array<() => void> = [];
+  private readonly waiters = new Set<Waiter>();
+  private hostFailure: string | undefined;
+  /** Keep every event (small trials); large ones keep only elected/unelected/error. */
+  constructor(readonly label: string, private readonly keepAllEvents = true) {}
+
+  attach(host: Host, names: string[]): void {
+    for (const name of names) {
+      this.members.set(name, {
+        name, host, believes: false, believesSince: undefined, knownLeader: undefined, knownLeaderAt: undefined,
+        gone: false, errors: [], notes: [],
+      });
+    }
+    this.unsubscribe.push(host.onEvent((event) => this.onEvent(host, event)));
+    this.unsubscribe.push(host.onBatch(() => this.recheck()));
+  }
+
+  /** Names of the members that believe they lead. */
+  leaders(): string[] {
+    return [...this.members.values()].filter((m) => m.believes).map((m) => m.name);
+  }
+
+  /** Members still taking part. */
+  active(): MemberState[] {
+    return [...this.members.values()].filter((m) => !m.gone);
+  }
+
+  /**
+   * Exactly one active member believes it leads and every other active member
+   * knows its name: that leader, and the time of the last event that made it so.
+   */
+  settled(): { leader: string; t: number } | undefined {
+    let leader: MemberState | undefined;
+    for (const m of this.members.values()) {
+      if (!m.believes) continue;
+      if (leader || m.gone) return undefined;
+      leader = m;
+    }
+    if (!leader) return undefined;
+    let t = leader.believesSince ?? 0;
+    for (const m of this.members.values()) {
+      if (m.gone || m === leader) continue;
+      if (m.knownLeader !== leader.name) return undefined;
+      t = Math.max(t, m.knownLeaderAt ?? 0);
+    }
+    return { leader: leader.name, t };
+  }
+
+  /**
+   * Exactly one active member believes it leads and every other active member
+   * names some leader (it has joined and is following), right or wrong: the
+   * precondition for timing a failover. `wrong` counts followers naming
+   * another member than the one that believes it leads.
+   */
+  ready(): { leader: string; t: number; wrong: number } | undefined {
+    const believers = [...this.members.values()].filter((m) => m.believes);
+    if (believers.length !== 1 || believers[0]!.gone) return undefined;
+    const leader = believers[0]!;
+    let t = leader.believesSince ?? 0;
+    let wrong = 0;
+    for (const m of this.members.values()) {
+      if (m.gone || m === leader) continue;
+      if (m.knownLeader === undefined) return undefined;
+      if (m.knownLeader !== leader.name) wrong++;
+      t = Math.max(t, m.knownLeaderAt ?? 0);
+    }
+    return { leader: leader.name, t, wrong };
+  }
+
+  /** Why the election is not settled, for failure messages. */
+  describe(): string {
+    const leaders = this.leaders();
+    const active = this.active();
+    const named = new Map<string, number>();
+    for (const m of active) {
+      if (m.believes) continue;
+      const key = m.knownLeader ?? "(nobody)";
+      named.set(key, (named.get(key) ?? 0) + 1);
+    }
+    const followers = [...named.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, v]) => `${v} name ${k}`).join(", ");
+    return `${leaders.length} believe they lead (${leaders.slice(0, 3).join(", ") || "none"}); of the others ${followers || "none"}`;
+  }
+
+  /** The member was stopped on purpose (graceful): it is no longer expected to follow anyone. */
+  markGone(name: string): void {
+    const m = this.members.get(name);
+    if (m) m.gone = true;
+  }
+
+  /** The member's process was SIGKILLed at `t`: whatever it believed ends there. */
+  killed(name: string, t: number): void {
+    const m = this.members.get(name);
+    if (!m) return;
+    m.gone = true;
+    this.setBelief(m, false, t);
+  }
+
+  /** Resolves once `check` returns something other than undefined; rejects after `timeoutMs` or if a process dies. */
+  waitFor<T>(what: string, check: () => T | undefined, timeoutMs: number): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let result: T | undefined;
+      const timer = setTimeout(() => {
+        this.waiters.delete(waiter);
+        reject(new DeadlineError(`${what}: not within ${(timeoutMs / 1000).toFixed(1)} s; ${this.describe()}`));
+      }, timeoutMs);
+      const waiter: Waiter = {
+        check: () => {
+          if (this.hostFailure) throw new Error(`${what}: ${this.hostFailure}`);
+          result = check();
+          return result !== undefined;
+        },
+        resolve: () => {
+          clearTimeout(timer);
+          resolve(result as T);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      this.waiters.add(waiter);
+      this.recheck();
+    });
+  }
+
+  /** The first `elected` by someone other than `except` at or after `after`. */
+  electedAfter(after: number, except?: string): { name: string; t: number } | undefined {
+    for (const e of this.events) {
+      if (e.ev === "elected" && e.t >= after && e.name !== except) return { name: e.name, t: e.t };
+    }
+    return undefined;
+  }
+
+  errorCount(): number {
+    let count = 0;
+    for (const m of this.members.values()) count += m.errors.length;
+    return count;
+  }
+
+  notes(): string[] {
+    return [...this.members.values()].flatMap((m) => m.notes.map((n) => `${m.name}: ${n}`));
+  }
+
+  /** Overlaps of beliefs, with beliefs still held closed at `end`. */
+  safety(end = now()): SafetyRecord {
+    const sorted = [...this.transitions].sort((a, b) => a.t - b.t || Number(a.on) - Number(b.on));
+    const holding = new Set<string>();
+    const overlaps: Overlap[] = [];
+    let current: Overlap | undefined;
+    for (const tr of sorted) {
+      if (tr.on) holding.add(tr.name);
+      else holding.delete(tr.name);
+      if (holding.size >= 2 && !current) current = { from: tr.t, to: tr.t, ms: 0, members: [...holding] };
+      else if (holding.size >= 2 && current) current.members = [...new Set([...current.members, ...holding])];
+      else if (holding.size < 2 && current) {
+        current.to = tr.t;
+        current.ms = current.to - current.from;
+        overlaps.push(current);
+        current = undefined;
+      }
+    }
+    if (current) {
+      current.to = end;
+      current.ms = end - current.from;
+      overlaps.push(current);
+    }
+    return { instants: overlaps.length, longestMs: Math.max(0, ...overlaps.map((o) => o.ms)), overlaps };
+  }
+
+  dispose(): void {
+    for (const off of this.unsubscribe) off();
+    this.unsubscribe.length = 0;
+    for (const waiter of this.waiters) waiter.reject(new Error("trial over"));
+    this.waiters.clear();
+  }
+
+  private onEvent(host: Host, event: HostEvent): void {
+    if (event.ev === "exit") {
+      const victims = [...this.members.values()].filter((m) => m.host === host);
+      for (const m of victims) {
+        if (!m.gone) {
+          this.hostFailure ??= `${host.label} died (${host.describeExit()}) ${host.stderrTail(3)}`;
+        }
+        this.setBelief(m, false, host.killedAt ?? event.t);
+      }
+      return;
+    }
+    const name = event.name;
+    if (!name) return;
+    const m = this.members.get(name);
+    if (!m || m.host !== host) return;
+    if (this.keepAllEvents || event.ev !== "leader") this.events.push(event as HostEvent & { name: string });
+    switch (event.ev) {
+      case "belief":
+        this.setBelief(m, event.on === true, event.t);
+        break;
+      case "leader": {
+        const leader = (event.leader as string | null) ?? undefined;
+        if (leader !== m.knownLeader) {
+          m.knownLeader = leader;
+          m.knownLeaderAt = event.t;
+        }
+        break;
+      }
+      case "elected":
+        m.knownLeader = undefined;
+        break;
+      case "error":
+        m.errors.push(String(event.message));
+        break;
+      case "note":
+        m.notes.push(String(event.message));
+        break;
+    }
+  }
+
+  private setBelief(m: MemberState, on: boolean, t: number): void {
+    if (m.believes === on) return;
+    m.believes = on;
+    m.believesSince = on ? t : undefined;
+    this.transitions.push({ name: m.name, t, on });
+  }
+
+  private recheck(): void {
+    for (const waiter of [...this.waiters]) {
+      let done: boolean;
+      try {
+        done = waiter.check();
+      } catch (err) {
+        this.waiters.delete(waiter);
+        waiter.reject(err as Error);
+        continue;
+      }
+      if (done) {
+        this.waiters.delete(waiter);
+        waiter.resolve();
+      }
+    }
+  }
+}
