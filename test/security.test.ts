@@ -26,6 +26,7 @@ import { Etcd3, GRPCUnavailableError } from "etcd3";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { makeTestPki, type TestPki } from "./helpers/tls";
+import { sleep, waitFor, withDeadline } from "./helpers/waiting";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Etcd = require("node-etcd");
@@ -72,28 +73,6 @@ after(() => {
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-async function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function waitFor(what: string, ms: number, probe: () => unknown): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!(await probe())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 /** Fast retries, so that a refused member retries many times in a few seconds. */
 const QUICK = { ttl: 2, retryInitialDelay: 50, retryMaxDelay: 200 } as const;
