@@ -40,9 +40,13 @@ export interface ElectionBackend<M extends Membership = Membership> {
   renew(membership: M, signal: AbortSignal): Promise<void>;
 
   /**
-   * Resolves when `membership` is first in line. Until then it reports the
-   * name of whoever is first through `onLeader`, each time that changes.
-   * Throws MembershipLostError if the membership disappears meanwhile.
+   * Resolves when `membership` is first in line, and only once the store has
+   * shown the membership itself still held at or after the moment the last
+   * older member went: an outside delete can take it in the same breath (a
+   * whole election deleted at once), and a renewal from before the turn does
+   * not show it survived that. Until then it reports the name of whoever is
+   * first through `onLeader`, each time that changes. Throws
+   * MembershipLostError if the membership disappears meanwhile.
    */
   awaitTurn(membership: M, onLeader: LeaderListener, signal: AbortSignal): Promise<void>;
 

@@ -3,8 +3,9 @@
 // store's part.
 //
 // The safety argument, which every change here must keep:
-// - A member leads only when it has found itself first in line and the store
-//   confirmed a renewal of its membership (or its creation) sent at time S.
+// - A member leads only when the store has shown it first in line with its
+//   membership still held after the last older member went (awaitTurn), and
+//   confirmed a renewal of that membership (or its creation) sent at time S.
 // - The store keeps the membership at least until S + TTL (it applied the
 //   renewal after S). No other member can be first in line before then.
 // - The member believes it leads only until S + TTL - stepDownMargin, measured
@@ -212,8 +213,10 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   /**
    * The send time of a confirmed renewal to count this term's deadline from.
-   * A recent one will do: renewing first would only add a round trip to every
-   * failover. An older one, or none, means renewing now.
+   * That the membership still exists was shown by awaitTurn, after the turn
+   * came; a renewal only bounds how long it lives. A recent one will do:
+   * renewing first would add a store write to every failover. An older one,
+   * or none, means renewing now.
    */
   private async provenAlive(renewal: Renewal<M>, signal: AbortSignal): Promise<number> {
     const last = renewal.lastConfirmedSentAt;

@@ -3,7 +3,10 @@
 //   join      POST <dir> value=<name> ttl=<ttl>      -> <dir>/<createdIndex, zero-padded>
 //   renew     PUT <key> ttl=<ttl> refresh=true prevExist=true (no value: wakes no watcher)
 //   turn      GET <dir>?sorted=true; the lowest createdIndex leads; every other
-//             member watches the member just before it, and the leader.
+//             member watches the member just before it, and the leader. When
+//             the last older member goes, GET <key> proves our own key still
+//             exists after that (it may have gone with the whole directory, or
+//             been deleted alone) before we lead.
 //   loss      the leader watches its own key for a delete or an expiry.
 //   leave     DELETE <key>
 //
@@ -122,32 +125,56 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       const older = members.slice(0, position);
       onLeader(older[0]!.name);
       const outcome = await this.waitForOlderMembers(older, etcdIndex, onLeader, signal);
-      if (outcome === "first") return;
+      if (outcome !== "relist") return this.confirmAlive(membership, outcome.turnAt, signal);
       log.v2("%s: watch history gone, listing again", membership.id);
     }
   }
 
   /**
+   * Our turn came at etcd index `turnAt` (the removal of the last older
+   * member). A recent renewal does not show that our key outlived that index:
+   * it may have been deleted alone, or with the whole directory, in the same
+   * breath. One read at an index at or after `turnAt` does; a server that has
+   * not caught up yet is asked again with a quorum read.
+   */
+  private async confirmAlive(membership: V2Membership, turnAt: number, signal: AbortSignal): Promise<void> {
+    for (const quorum of [false, true]) {
+      const seen = await this.read(membership.id, signal, quorum);
+      if (!seen || seen.createdIndex !== membership.token) {
+        throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
+      }
+      if (seen.index >= turnAt) {
+        membership.knownAliveAt = Math.max(membership.knownAliveAt, seen.index);
+        return;
+      }
+    }
+    throw new Error(`etcd answered a quorum read of ${membership.id} at an index before ${turnAt}`);
+  }
+
+  /**
    * Follows the member just before ours and the leader (the oldest) until no
-   * older member is left ("first"), or until etcd no longer has the history
-   * a watch needs ("relist").
+   * older member is left (then resolves with the etcd index at which the last
+   * one was seen gone), or until etcd no longer has the history a watch
+   * needs ("relist").
    */
   private async waitForOlderMembers(
     older: Member[],
     listedAt: number,
     onLeader: LeaderListener,
     signal: AbortSignal,
-  ): Promise<"first" | "relist"> {
+  ): Promise<{ turnAt: number } | "relist"> {
     const watches = new WatchSet(this, signal);
     try {
       watches.follow(older[older.length - 1]!, listedAt);
       watches.follow(older[0]!, listedAt);
+      let turnAt = listedAt;
       for (;;) {
-        const { member, outcome } = await watches.next();
+        const { member, outcome, at } = await watches.next();
         if (outcome === "history-gone") return "relist";
+        turnAt = Math.max(turnAt, at);
         if (outcome === "removed") {
           older.splice(older.indexOf(member), 1);
-          if (!(await this.watchEnd(older, "newest", watches))) return "first";
+          if (!(await this.watchEnd(older, "newest", watches))) return { turnAt };
           await this.watchEnd(older, "oldest", watches);
         }
         onLeader(older[0]!.name);
@@ -180,7 +207,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     let from = membership.knownAliveAt + 1;
     for (;;) {
       const outcome = await this.watchKey(membership.id, from, signal);
-      if (outcome === "removed") return;
+      if (isRemoval(outcome)) return;
       if (outcome === "history-gone") {
         const seen = await this.read(membership.id, signal);
         if (!seen) return;
@@ -251,23 +278,40 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     return { members, etcdIndex: response.etcdIndex ?? highestSeen };
   }
 
-  /** A point read: the member's name and the etcd index it was seen at, or undefined if it is gone. */
-  async read(key: string, signal: AbortSignal): Promise<{ name: string; index: number } | undefined> {
+  /**
+   * A point read: the member's name, its createdIndex and the etcd index it
+   * was seen at, or undefined if it is gone. A quorum read goes through raft,
+   * so it sees every write acknowledged before it; a plain one is answered
+   * from whichever server node-etcd asks.
+   */
+  async read(
+    key: string,
+    signal: AbortSignal,
+    quorum = false,
+  ): Promise<{ name: string; createdIndex: number; index: number } | undefined> {
     try {
-      const { body, etcdIndex } = await call("read member", (cb) => this.client.get(key, { ...NO_CLIENT_RETRIES }, cb), signal);
+      const { body, etcdIndex } = await call(
+        "read member",
+        (cb) => this.client.get(key, { ...(quorum ? { quorum: true } : {}), ...NO_CLIENT_RETRIES }, cb),
+        signal,
+      );
       const node = requireNode(body, "read");
-      return { name: node.value ?? "", index: etcdIndex ?? node.modifiedIndex };
+      return { name: node.value ?? "", createdIndex: node.createdIndex, index: etcdIndex ?? node.modifiedIndex };
     } catch (err) {
       if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return undefined;
       throw err;
     }
   }
 
-  /** Waits for the next change of one key at or after index `from`. */
-  async watchKey(key: string, from: number, signal: AbortSignal): Promise<"removed" | "history-gone" | V2Node> {
+  /**
+   * Waits for the next change of one key at or after index `from`: its
+   * removal (a delete or expiry of the key or of a directory above it, at
+   * etcd index `removedAt`), a new value, or etcd having forgotten the history.
+   */
+  async watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | "history-gone" | V2Node> {
     const event = await this.watch(key, from, false, signal);
     if (event === "history-gone") return event;
-    return REMOVALS.has(event.action) ? "removed" : event.node;
+    return REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event.node;
   }
 
   private async watch(
@@ -291,14 +335,30 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 }
 
+/** A watched key went, at this etcd index. */
+interface Removal {
+  removedAt: number;
+}
+
+function isRemoval(outcome: Removal | "history-gone" | V2Node): outcome is Removal {
+  return typeof outcome === "object" && "removedAt" in outcome;
+}
+
 /** What became of a watched member: gone, or still there (possibly renamed), or unknowable. */
 type WatchOutcome = "removed" | "history-gone" | "changed";
+
+/** A watch's outcome, and the etcd index it happened at (0 when unknown). */
+interface WatchResult {
+  member: Member;
+  outcome: WatchOutcome;
+  at: number;
+}
 
 /** The watches one waiting member holds (at most two), all cancelled together. */
 class WatchSet {
   private readonly controller = new AbortController();
   readonly signal: AbortSignal;
-  private readonly pending = new Map<Member, Promise<{ member: Member; outcome: WatchOutcome }>>();
+  private readonly pending = new Map<Member, Promise<WatchResult>>();
 
   constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
     this.signal = AbortSignal.any([parent, this.controller.signal]);
@@ -314,7 +374,7 @@ class WatchSet {
   }
 
   /** The next change on any watched key. A removed member is no longer watched. */
-  async next(): Promise<{ member: Member; outcome: WatchOutcome }> {
+  async next(): Promise<WatchResult> {
     const result = await Promise.race(this.pending.values());
     if (result.outcome === "changed") {
       return result;
@@ -328,13 +388,14 @@ class WatchSet {
   }
 
   private arm(member: Member, from: number): void {
-    const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome) => {
-      if (outcome === "removed" || outcome === "history-gone") return { member, outcome };
+    const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome): WatchResult => {
+      if (outcome === "history-gone") return { member, outcome, at: 0 };
+      if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
       // A change that is not a removal (0.0.1 members renew by writing their
       // value again): keep watching from just after it.
       member.name = outcome.value ?? member.name;
       this.arm(member, outcome.modifiedIndex + 1);
-      return { member, outcome: "changed" as const };
+      return { member, outcome: "changed", at: outcome.modifiedIndex };
     });
     // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
     pending.catch(() => undefined);

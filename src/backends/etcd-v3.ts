@@ -10,6 +10,7 @@
 //             Otherwise watch the member just before ours (etcd's recipe), the
 //             leader and our own key from the read's revision on; when a watched
 //             member goes, check the next one with a read of that one key.
+//             When none is left, Get(our key) proves it outlived them.
 //   loss      the leader watches its own key for its deletion
 //   leave     LeaseRevoke, which deletes the key
 //   observe   Get(<key>/, oldest create revision first, limit 1), then watch <key>/
@@ -133,6 +134,23 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     if (older.length === 0) return;
     onLeader(older[0]!.name);
     await this.waitForOlderMembers(membership, older, revision, onLeader, signal);
+    await this.confirmAlive(membership, signal);
+  }
+
+  /**
+   * Our turn came when the last older member went. Our own key may have gone
+   * in the same breath (`etcdctl del --prefix` takes the whole line in one
+   * revision) and its watch may not have told us yet: etcd orders the events
+   * of one revision across watchers as it likes. A read after the turn, which
+   * etcd serves linearizably, shows whether the key outlived it.
+   */
+  private async confirmAlive(membership: V3Membership, signal: AbortSignal): Promise<void> {
+    const response = await untilAborted("read membership", this.client.get(membership.id).exec(), signal);
+    const kv = response.kvs[0];
+    if (!kv || Number(kv.create_revision) !== membership.token) {
+      throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
+    }
+    membership.knownAliveAt = Math.max(membership.knownAliveAt, Number(response.header.revision));
   }
 
   /**
