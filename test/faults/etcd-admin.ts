@@ -43,6 +43,23 @@ export class EtcdAdmin {
   }
 
   /**
+   * Deletes every membership of an election at once, the way an operator
+   * would (v2: a recursive HTTP DELETE of its directory; v3: `etcdctl del
+   * --prefix <key>/`). Resolves with how many keys went (v3) or 0 (v2, which
+   * does not say).
+   */
+  async deleteElection(electionKey: string): Promise<number> {
+    if (this.backend === "v2") {
+      const res = await this.request(`/v2/keys${encodeKeyPath(electionKey)}?recursive=true`, { method: "DELETE" });
+      if (res.status !== 200) throw new Error(`DELETE ${electionKey}?recursive=true: HTTP ${res.status} ${await res.text()}`);
+      await res.body?.cancel();
+      return 0;
+    }
+    const out = await this.etcdctl(["del", "--prefix", `${electionKey}/`]);
+    return Number(out.trim());
+  }
+
+  /**
    * `count` writes to keys under `prefix`, `concurrency` at a time. Returns the
    * store index (v2) or revision (v3) of etcd before the first write and after
    * the last one.

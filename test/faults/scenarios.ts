@@ -2,7 +2,7 @@
 import { clusterLeaderCrash, etcdLongOutage, etcdQuickRestart } from "./etcd-faults";
 import { gracefulStop, sigkillLeader, sigstopLeader } from "./member-faults";
 import { partitionFollower, partitionLeaderBlackhole, partitionLeaderReset, slowLeaderLink } from "./network-faults";
-import { externalDelete, historyGone } from "./store-faults";
+import { externalDelete, historyGone, wholeElectionDelete } from "./store-faults";
 import type { Scenario } from "./types";
 
 export const SCENARIOS: readonly Scenario[] = [
@@ -18,4 +18,5 @@ export const SCENARIOS: readonly Scenario[] = [
   clusterLeaderCrash,
   historyGone,
   externalDelete,
+  wholeElectionDelete,
 ];

@@ -90,3 +90,43 @@ export const externalDelete: Scenario = {
     return { faultAt, healedAt: faultAt, reelection: "required" };
   },
 };
+
+export const wholeElectionDelete: Scenario = {
+  id: "whole-election-delete",
+  members: 4,
+  allowedOverlapMs: EXTERNAL_DELETE_OVERLAP_MS,
+  title:
+    "every membership is deleted at once from outside (v2: recursive DELETE of the directory; v3: etcdctl del " +
+    "--prefix): no waiting member is elected on its deleted key; the leader steps down, everyone rejoins and one " +
+    "new leader is elected, with a larger fencing token than any before",
+  async run(c) {
+    const before = c.initialLine;
+    const newestToken = Math.max(...before.map((e) => e.token));
+    const faultAt = c.mark("delete the whole election from outside");
+    await c.admin.deleteElection(c.key);
+    const next = await c.waitForElection(c.members, faultAt);
+    c.figure("reelectedAfterDeleteMs", next.event.at - faultAt);
+    const stepDown = await c.waitForEvent(c.leader, (e) => e.type === "unelected", faultAt, c.recoveryBoundMs, "step down");
+    c.figure("stepDownAfterDeleteMs", stepDown.at - faultAt);
+    await c.until(
+      async () => {
+        const line = await c.line();
+        return line.length === c.members.length && line.every((e) => e.token > newestToken) ? line : undefined;
+      },
+      c.recoveryBoundMs,
+      "every member back in line on a new membership",
+    );
+    c.figure("allRejoinedAfterDeleteMs", Date.now() - faultAt);
+    for (const member of c.members) {
+      for (const event of member.events) {
+        if (event.type !== "elected" || event.at < faultAt) continue;
+        c.check(
+          event.token > newestToken,
+          `${member.name} was elected with token ${event.token}, a membership deleted with the election ` +
+            `(newest before the delete: ${newestToken})`,
+        );
+      }
+    }
+    return { faultAt, healedAt: faultAt, reelection: "required" };
+  },
+};
