@@ -1,69 +1,104 @@
-// The contract between the election state machine (election.ts) and a store
-// protocol (backends/*.ts). A backend knows how to hold a place in line on its
-// store; it knows nothing about timers, events, retries or step-down.
+// The contract between the election state machine (election.ts) and a store.
+// A backend knows how to hold a membership on its store and how to tell whose
+// turn it is; it knows nothing about timers, events, retries or step-down.
+//
+// Two kinds of store fit:
+// - Queue-style (etcd v2 and v3, ZooKeeper): every candidate takes a place in
+//   line at once (`join`) and keeps it alive while it waits; the oldest place
+//   leads. The fencing token is known from the join.
+// - Race-style (a NATS KV key, a Consul session lock, a Kubernetes Lease): the
+//   candidates race to write one key and hold nothing until one wins; the
+//   winner's token is the revision of its winning write. Such a backend has
+//   no `join`: its `awaitTurn` competes and hands back what it won.
 //
 // Every method takes an AbortSignal and must settle soon after it aborts,
-// leaving no request, watch or timer behind. Failures are thrown as errors; the
-// state machine classifies them with `isMembershipLost` and treats every other
-// error as transient.
+// leaving no request, watch or timer behind. Failures are thrown as errors: a
+// MembershipLostError when the store no longer holds the membership (the
+// state machine then starts over), anything else counts as transient and is
+// retried with back-off.
 
-/** One place in line: a key (v2), or a lease and its key (v3), or a NATS KV entry. */
+/** What the store holds for a member and drops unless renewed: a place in line, or the key it won. */
 export interface Membership {
-  /** The store's identifier of this membership (the key, for etcd). */
+  /** The store's name for it, for logs and errors (the key, for etcd). */
   readonly id: string;
+}
+
+/**
+ * A membership the store has just shown alive, with what the state machine
+ * needs to time a term on it.
+ */
+export interface Claim<M extends Membership = Membership> {
+  readonly membership: M;
   /**
-   * Strictly increasing across successive memberships of one election: the
-   * etcd v2 createdIndex or the etcd v3 create revision. A leader hands it out
-   * as its fencing token.
+   * The fencing token a term on this membership carries. Strictly larger than
+   * that of any earlier leader of the election (an etcd create revision or
+   * createdIndex, a NATS KV revision).
    */
   readonly token: number;
+  /**
+   * `performance.now()` taken just before the write that created (or last
+   * renewed) the membership was sent. The store applied that write later, so
+   * the membership lives at least until `sentAt + ttlMs`: a leader's deadline
+   * counts from here.
+   */
+  readonly sentAt: number;
+  /**
+   * How long the store keeps the membership after such a write, in
+   * milliseconds, as the store itself applies it (the lease etcd granted, a
+   * bucket's max age), which may differ from the TTL asked for.
+   */
+  readonly ttlMs: number;
 }
 
 /** Called with the current leader's name whenever the backend learns it; undefined when nobody leads. */
 export type LeaderListener = (name: string | undefined) => void;
 
 export interface ElectionBackend<M extends Membership = Membership> {
-  /** A short description for logs: "etcd v2 /services/master". */
-  readonly description: string;
+  /**
+   * Queue-style stores only: takes a place at the back of the line, held from
+   * now on (the state machine renews it). If the signal aborts while the
+   * request is in flight, the backend still removes a membership the store
+   * may have created. Race-style stores leave this out.
+   */
+  join?(signal: AbortSignal): Promise<Claim<M>>;
 
   /**
-   * Takes a place at the back of the line. Resolves once the store holds it.
-   * If the signal aborts while the request is in flight, the backend still
-   * removes a membership the store may have created.
+   * Resolves once this member may lead, with the claim to lead on. Until then
+   * it reports whoever leads through `onLeader`, each time that changes.
+   *
+   * Queue-style: `joined` is the claim `join` gave. Resolve when it is first
+   * in line, and only once the store has shown the membership itself still
+   * held at or after the moment the last older member went: an outside
+   * delete can take it in the same breath (a whole election deleted at once),
+   * and a renewal from before the turn does not show it survived that. Throw
+   * MembershipLostError if it goes meanwhile.
+   *
+   * Race-style: `joined` is undefined. Compete, wait while another member
+   * holds the election, and resolve with what the winning write created. A
+   * write that succeeds after the signal aborted must be undone.
    */
-  join(signal: AbortSignal): Promise<M>;
+  awaitTurn(joined: Claim<M> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<M>>;
 
   /**
    * Renews the membership's time to live. Resolves once the store confirmed
-   * that the membership is still held; throws MembershipLostError if it is not.
+   * that it still holds the membership; throws MembershipLostError if not.
    */
   renew(membership: M, signal: AbortSignal): Promise<void>;
 
   /**
-   * Resolves when `membership` is first in line, and only once the store has
-   * shown the membership itself still held at or after the moment the last
-   * older member went: an outside delete can take it in the same breath (a
-   * whole election deleted at once), and a renewal from before the turn does
-   * not show it survived that. Until then it reports the name of whoever is
-   * first through `onLeader`, each time that changes. Throws
-   * MembershipLostError if the membership disappears meanwhile.
-   */
-  awaitTurn(membership: M, onLeader: LeaderListener, signal: AbortSignal): Promise<void>;
-
-  /**
-   * For a member that is first in line: resolves as soon as the store shows
-   * that the membership is gone (deleted by an operator, or expired). Never
-   * resolves while the membership exists.
+   * For a member that leads: resolves as soon as the store shows that the
+   * membership is gone (deleted by an operator, or expired). Never resolves
+   * while the membership exists.
    */
   awaitLoss(membership: M, signal: AbortSignal): Promise<void>;
 
-  /** Gives the place up (deletes the key, revokes the lease). */
+  /** Gives the membership up (deletes the key, revokes the lease), only if the store still holds it as ours. */
   leave(membership: M, signal: AbortSignal): Promise<void>;
 
   /**
-   * Follows who leads without taking part: calls `onLeader` with the first
-   * member's name whenever it changes, until the signal aborts. Throws on
-   * store errors; the caller retries.
+   * Follows who leads without taking part: calls `onLeader` with the leader's
+   * name whenever it changes, until the signal aborts. Throws on store errors;
+   * the caller retries.
    */
   observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void>;
 }

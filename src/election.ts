@@ -1,29 +1,19 @@
 // The election state machine: join, wait for the turn, lead, step down, retry,
-// stop. It knows nothing about the store; a backend (backend.ts) does the
-// store's part.
-//
-// The safety argument, which every change here must keep:
-// - A member leads only when the store has shown it first in line with its
-//   membership still held after the last older member went (awaitTurn), and
-//   confirmed a renewal of that membership (or its creation) sent at time S.
-// - The store keeps the membership at least until S + TTL (it applied the
-//   renewal after S). No other member can be first in line before then.
-// - The member believes it leads only until S + TTL - stepDownMargin, measured
-//   on a monotonic clock. `isLeader()` checks that deadline on every call, so a
-//   process that was frozen past it answers false before any timer has run.
-// So, as long as clocks advance at rates that differ by less than the margin
-// over one TTL, the old leader stops believing before a successor can start.
-// A deletion of the key from outside is the one exception: the member learns
-// it from a watch, as fast as the successor does, not before.
+// stop, as one plain loop (`campaign`). It knows nothing about the store; a
+// backend (backend.ts) does the store's part. What a term may promise, and
+// why, lives in term.ts.
 import { EventEmitter } from "eventemitter3";
 import { emitSafely, sleep } from "./abort";
-import type { ElectionBackend, Membership } from "./backend";
+import type { Claim, ElectionBackend, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
 import { ElectionError, MembershipLostError, isMembershipLost, type ElectionPhase } from "./errors";
 import { log } from "./log";
 import type { ResolvedOptions } from "./options";
 import { Renewal } from "./renewal";
+import { LeaseExpiredError, Term } from "./term";
+
+export { LeaseExpiredError } from "./term";
 
 export interface ElectionEvents {
   /** This member became leader. `token` (the fencing token) is larger than any earlier leader's. */
@@ -36,11 +26,6 @@ export interface ElectionEvents {
   error: (error: ElectionError) => void;
 }
 
-/** The leader could not confirm its membership in time and had to assume it lost it. */
-export class LeaseExpiredError extends Error {
-  override readonly name = "LeaseExpiredError";
-}
-
 /** Aborts a phase when its watches may be stale: start it over without counting a failure. */
 const RESYNC = Symbol("resync");
 
@@ -49,12 +34,11 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private readonly campaigns = new Set<Promise<void>>();
   /** Memberships being given up in the background. */
   private readonly departures = new Set<Promise<void>>();
-  private leading = false;
-  private token: number | undefined;
+  /** The term this member leads in, while it does. */
+  private term: Term | undefined;
+  /** Ends the phase the current term belongs to when its deadline passes. */
+  private onTermExpired: ((error: LeaseExpiredError) => void) | undefined;
   private leaderName: string | undefined;
-  private leaseDeadline = -Infinity;
-  private deadlineTimer: unknown;
-  private onLeaseExpired: ((error: LeaseExpiredError) => void) | undefined;
 
   constructor(
     private readonly backend: ElectionBackend<M>,
@@ -112,7 +96,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   /** True only while this member leads and its lease deadline has not passed. */
   isLeader(): boolean {
-    return this.leading && this.clock.now() < this.leaseDeadline;
+    return this.term?.isValid() ?? false;
   }
 
   /** The leader's name as this member knows it (its own name while it leads). */
@@ -122,27 +106,46 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   /** The fencing token of the current term while this member leads, else undefined. */
   fencingToken(): number | undefined {
-    return this.isLeader() ? this.token : undefined;
+    return this.isLeader() ? this.term!.token : undefined;
   }
 
   /** Milliseconds this member may still act as leader without a further renewal; 0 when it does not lead. */
   leaseRemaining(): number {
-    return this.isLeader() ? this.leaseDeadline - this.clock.now() : 0;
+    return this.term?.remaining() ?? 0;
   }
 
   private async campaign(signal: AbortSignal): Promise<void> {
     const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
-    let membership: M | undefined;
+    /** What this member holds on the store: from joining (queue-style stores) or from winning (race-style). */
+    let claim: Claim<M> | undefined;
     let renewal: Renewal<M> | undefined;
     let membershipLost: unknown;
     let phase = new AbortController();
+
+    const hold = (held: Claim<M>) => {
+      claim = held;
+      renewal = new Renewal(this.backend, held.membership, this.options, this.clock, {
+        renewed: (at) => {
+          if (!signal.aborted) this.term?.extend(at);
+        },
+        failed: (error, attempt) => {
+          if (!signal.aborted) this.report("renew", error, attempt);
+        },
+        recovered: () => phase.abort(RESYNC),
+        lost: (error) => {
+          membershipLost = error;
+          phase.abort(error);
+        },
+      });
+      renewal.start(held.sentAt);
+    };
 
     const dropMembership = () => {
       renewal?.stop();
       renewal = undefined;
       // The key is gone, but a v3 lease may outlive it: give up what is left.
-      if (membership) this.leaveInBackground(membership);
-      membership = undefined;
+      if (claim) this.leaveInBackground(claim.membership);
+      claim = undefined;
       membershipLost = undefined;
     };
 
@@ -153,40 +156,27 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
         let step: ElectionPhase = "join";
         try {
           if (membershipLost !== undefined) throw membershipLost;
-          if (!membership) {
-            const sentAt = this.clock.now();
+          if (!claim && this.backend.join) {
             // Not aborted by stop(): the store may create the key even if we
             // stop listening, and only a finished join tells us what to delete.
             const joined = await this.backend.join(AbortSignal.timeout(this.options.requestTimeout));
-            membership = joined;
+            hold(joined);
             if (signal.aborted) break;
-            log.election("%s joined as %s (token %d)", this.name, joined.id, joined.token);
+            log.election("%s joined as %s (token %d)", this.name, joined.membership.id, joined.token);
             backoff.reset();
-            renewal = new Renewal(this.backend, joined, this.options, this.clock, {
-              renewed: (at) => {
-                if (!signal.aborted) this.extendLease(at);
-              },
-              failed: (error, attempt) => {
-                if (!signal.aborted) this.report("renew", error, attempt);
-              },
-              recovered: () => phase.abort(RESYNC),
-              lost: (error) => {
-                membershipLost = error;
-                phase.abort(error);
-              },
-            });
-            renewal.start(sentAt);
           }
 
           step = "wait";
-          await this.backend.awaitTurn(membership, (leader) => this.follow(leader), phaseSignal);
+          const turn = await this.backend.awaitTurn(claim, (leader) => this.follow(leader), phaseSignal);
+          // A race-style store holds nothing for a member until it wins.
+          if (!claim) hold(turn);
           backoff.reset();
 
           step = "lead";
           const confirmedAt = await this.provenAlive(renewal!, phaseSignal);
-          this.lead(membership.token, confirmedAt, phase);
-          await this.backend.awaitLoss(membership, phaseSignal);
-          throw new MembershipLostError(`membership ${membership.id} was removed from the store`);
+          this.lead(turn, confirmedAt, phase);
+          await this.backend.awaitLoss(turn.membership, phaseSignal);
+          throw new MembershipLostError(`membership ${turn.membership.id} was removed from the store`);
         } catch (thrown) {
           if (signal.aborted) break;
           const reason = phase.signal.aborted ? phase.signal.reason : thrown;
@@ -207,12 +197,12 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       }
     } finally {
       renewal?.stop();
-      if (membership) await this.leaveStore(membership);
+      if (claim) await this.leaveStore(claim.membership);
     }
   }
 
   /**
-   * The send time of a confirmed renewal to count this term's deadline from.
+   * The send time of a confirmed write to count this term's deadline from.
    * That the membership still exists was shown by awaitTurn, after the turn
    * came; a renewal only bounds how long it lives. A recent one will do:
    * renewing first would add a store write to every failover. An older one,
@@ -245,57 +235,56 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     emitSafely(() => this.emit("leader", leader));
   }
 
-  private lead(token: number, confirmedAt: number, phase: AbortController): void {
-    this.onLeaseExpired = (error) => phase.abort(error);
-    this.extendLease(confirmedAt);
-    if (this.clock.now() >= this.leaseDeadline) {
-      throw new LeaseExpiredError("the renewal that was to confirm this term came too late");
+  /**
+   * Leads on `turn`, whose newest confirmed write was sent at `confirmedAt`;
+   * when its deadline passes, `phase` is aborted. Called again for the same
+   * term after a resynchronisation, it only extends the term.
+   */
+  private lead(turn: Claim<M>, confirmedAt: number, phase: AbortController): void {
+    const current = this.term;
+    if (current?.isValid() && current.token === turn.token) {
+      this.onTermExpired = (error) => phase.abort(error);
+      return current.extend(confirmedAt);
     }
-    if (this.leading) return;
-    this.leading = true;
-    this.token = token;
-    this.leaderName = undefined;
-    log.election("%s elected (token %d)", this.name, token);
-    emitSafely(() => this.emit("elected", token));
-  }
-
-  /** A renewal sent at `sentAt` was confirmed: a leader may believe it leads until sentAt + TTL - margin. */
-  private extendLease(sentAt: number): void {
-    // A deadline that passed (the process was frozen, or the event loop
-    // blocked) is final: step down first, even if this renewal made it.
-    if (this.leading && this.clock.now() >= this.leaseDeadline) return this.expireLease();
-    this.leaseDeadline = Math.max(this.leaseDeadline, sentAt + this.options.leaseHorizon);
-    if (this.onLeaseExpired) this.armDeadline();
-  }
-
-  private armDeadline(): void {
-    if (this.deadlineTimer !== undefined) this.clock.clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = this.clock.setTimeout(() => {
-      this.deadlineTimer = undefined;
-      if (!this.leading) return;
-      if (this.clock.now() < this.leaseDeadline) return this.armDeadline();
-      this.expireLease();
-    }, Math.max(0, this.leaseDeadline - this.clock.now()));
-  }
-
-  private expireLease(): void {
-    const expired = this.onLeaseExpired;
     this.stepDown();
-    expired?.(new LeaseExpiredError(
-      `no renewal was confirmed within ${this.options.leaseHorizon} ms of the last one sent; stepped down`,
-    ));
+    this.term = new Term(turn.token, this.clock, this.horizonFor(turn), confirmedAt, (error) => this.expireTerm(error));
+    this.onTermExpired = (error) => phase.abort(error);
+    this.leaderName = undefined;
+    log.election("%s elected (token %d)", this.name, turn.token);
+    emitSafely(() => this.emit("elected", turn.token));
+  }
+
+  /**
+   * How long after a confirmed write a term on `turn` may last: the TTL the
+   * store applies (never more than the one asked for, so a longer lease than
+   * asked changes nothing) less the step-down margin. A store whose TTL is too
+   * short for the options cannot be led on safely.
+   */
+  private horizonFor(turn: Claim<M>): number {
+    const ttlMs = Math.min(this.options.ttlMs, turn.ttlMs);
+    const horizon = ttlMs - this.options.stepDownMargin;
+    if (!(horizon > this.options.refreshInterval)) {
+      throw new RangeError(
+        `the store keeps ${turn.membership.id} for ${turn.ttlMs} ms, too short for a refreshInterval of ` +
+          `${this.options.refreshInterval} ms and a stepDownMargin of ${this.options.stepDownMargin} ms: ` +
+          "give the store a longer TTL or the election shorter timings",
+      );
+    }
+    return horizon;
+  }
+
+  private expireTerm(error: LeaseExpiredError): void {
+    const expired = this.onTermExpired;
+    this.stepDown();
+    expired?.(error);
   }
 
   private stepDown(): void {
-    if (this.deadlineTimer !== undefined) {
-      this.clock.clearTimeout(this.deadlineTimer);
-      this.deadlineTimer = undefined;
-    }
-    this.onLeaseExpired = undefined;
-    this.leaseDeadline = -Infinity;
-    if (!this.leading) return;
-    this.leading = false;
-    this.token = undefined;
+    this.onTermExpired = undefined;
+    const term = this.term;
+    if (!term) return;
+    this.term = undefined;
+    term.end();
     log.election("%s unelected", this.name);
     emitSafely(() => this.emit("unelected"));
   }

@@ -10,9 +10,10 @@ import { ScriptedBackend } from "./helpers/scripted-backend";
 // TTL 10 s: renewals every 5 s, margin 2 s, so a lease horizon of 8 s.
 const options = resolveOptions(10, { retryInitialDelay: 100, retryMaxDelay: 1000 });
 
-function setup() {
+function setup(style: "queue" | "race" = "queue") {
   const clock = new FakeClock();
-  const backend = new ScriptedBackend();
+  const backend = new ScriptedBackend(style);
+  backend.clock = clock;
   const election = new Election(backend, "me", options, clock);
   const events: string[] = [];
   election.on("elected", (token) => events.push(`elected ${token} @${clock.now()}`));
@@ -196,7 +197,6 @@ describe("leader step-down timing", () => {
 
   it("renews on a fixed schedule from each send, so a slow link does not push renewals past the deadline", async () => {
     const { clock, backend, election, events } = setup();
-    backend.clock = clock;
     // Answered 2 s after being sent: renewals sent every 5 s still land well within the 8 s horizon.
     backend.renewLatency = 2_000;
     await elect(clock, election);
@@ -205,5 +205,66 @@ describe("leader step-down timing", () => {
     assert.deepEqual(events.filter((e) => e.startsWith("unelected")), []);
     assert.ok(backend.renewals >= 11, `${backend.renewals} renewals in 60 s`);
     election.stop();
+  });
+
+  it("steps down by the TTL the store applies when it is shorter than the one asked for", async () => {
+    const { clock, backend, election, events } = setup();
+    backend.ttlMs = 8_000; // horizon 8 s - 2 s margin = 6 s, not the 8 s a 10 s TTL gives
+    const electedAt = await elect(clock, election);
+    backend.renewAnswer = "hang";
+    await clock.advance(5_999);
+    assert.equal(election.isLeader(), true);
+    await clock.advance(1);
+    assert.equal(election.isLeader(), false);
+    assert.deepEqual(events.filter((e) => e.startsWith("unelected")), [`unelected @${electedAt + 6_000}`]);
+    election.stop();
+  });
+
+  it("never leads when the store keeps memberships too briefly for the options, and says why", async () => {
+    const { clock, backend, election } = setup();
+    backend.ttlMs = 6_000; // 6 s - 2 s margin is not longer than the 5 s refresh interval
+    const errors: Error[] = [];
+    election.on("error", (error) => errors.push(error));
+    election.start();
+    await clock.advance(0);
+    assert.equal(election.isLeader(), false);
+    assert.match(errors[0]?.message ?? "", /keeps member-1 for 6000 ms, too short for a refreshInterval of 5000 ms/);
+    election.stop();
+  });
+});
+
+describe("a race-style store", () => {
+  it("renews only once the member has won, and counts the deadline from the winning write", async () => {
+    const { clock, backend, election, events } = setup("race");
+    backend.firstInLine = false;
+    election.start();
+    await clock.advance(20_000);
+    assert.equal(backend.renewals, 0, "a member that has not won holds nothing to renew");
+    backend.grantTurn();
+    await clock.advance(0);
+    const wonAt = clock.now();
+    assert.equal(election.isLeader(), true);
+    assert.equal(backend.renewals, 0, "the winning write itself was the confirmation");
+    assert.equal(election.fencingToken(), 10);
+
+    backend.renewAnswer = "hang";
+    await clock.advance(7_999);
+    assert.equal(election.isLeader(), true);
+    await clock.advance(1);
+    assert.equal(election.isLeader(), false);
+    assert.deepEqual(events.filter((e) => /^(elected|unelected)/.test(e)), [`elected 10 @${wonAt}`, `unelected @${wonAt + 8_000}`]);
+    election.stop();
+  });
+
+  it("competes again after losing, and leads on what it wins next", async () => {
+    const { clock, backend, election } = setup("race");
+    await elect(clock, election);
+    backend.removeMembership();
+    await clock.advance(1_000);
+    assert.equal(backend.wins, 2);
+    assert.equal(election.fencingToken(), 20);
+    await election.leave();
+    assert.deepEqual(backend.leaves, ["won-1", "won-2"]);
+    assert.equal(clock.pendingTimers, 0);
   });
 });

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { resolve as resolvePath } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3, type Namespace } from "etcd3";
+import type { Claim } from "../src/backend";
 import { EtcdV3Backend, type V3Membership } from "../src/backends/etcd-v3";
 import { MembershipLostError } from "../src/errors";
 import etcdLeader from "../src/index";
@@ -435,9 +436,10 @@ describe("etcd v3 backend", () => {
     const backends: Array<{ backend: EtcdV3Backend; membership: V3Membership }> = [];
     const timeout = () => AbortSignal.timeout(5_000);
 
-    async function joined(key: string, name: string): Promise<{ backend: EtcdV3Backend; membership: V3Membership }> {
+    async function joined(key: string, name: string): Promise<{ backend: EtcdV3Backend; membership: V3Membership; claim: Claim<V3Membership> }> {
       const backend = new EtcdV3Backend(client, key, name, 2);
-      const entry = { backend, membership: await backend.join(timeout()) };
+      const claim = await backend.join(timeout());
+      const entry = { backend, membership: claim.membership, claim };
       backends.push(entry);
       return entry;
     }
@@ -447,13 +449,13 @@ describe("etcd v3 backend", () => {
     });
 
     it("renew confirms a live lease, and throws MembershipLostError once the lease is revoked", limit, async () => {
-      const { backend, membership } = await joined(uniqueKey("renew"), "a");
+      const { backend, membership, claim } = await joined(uniqueKey("renew"), "a");
       await backend.renew(membership, timeout());
 
       await etcdctlRun(["lease", "revoke", BigInt(membership.leaseId).toString(16)]);
 
       await assert.rejects(backend.renew(membership, timeout()), MembershipLostError);
-      await assert.rejects(backend.awaitTurn(membership, noLeader, timeout()), MembershipLostError);
+      await assert.rejects(backend.awaitTurn(claim, noLeader, timeout()), MembershipLostError);
     });
 
     it("leave succeeds when the lease is already gone", limit, async () => {
@@ -465,15 +467,15 @@ describe("etcd v3 backend", () => {
     });
 
     it("awaitLoss sees a deletion made before it started watching", limit, async () => {
-      const { backend, membership } = await joined(uniqueKey("loss-before"), "a");
-      await backend.awaitTurn(membership, noLeader, timeout());
+      const { backend, membership, claim } = await joined(uniqueKey("loss-before"), "a");
+      await backend.awaitTurn(claim, noLeader, timeout());
       await client.delete().key(membership.id).exec();
       await backend.awaitLoss(membership, AbortSignal.timeout(2_000));
     });
 
     it("awaitLoss reads the key itself when etcd has compacted the history it would watch from", limit, async () => {
-      const { backend, membership } = await joined(uniqueKey("loss-compacted"), "a");
-      await backend.awaitTurn(membership, noLeader, timeout());
+      const { backend, membership, claim } = await joined(uniqueKey("loss-compacted"), "a");
+      await backend.awaitTurn(claim, noLeader, timeout());
       await client.delete().key(membership.id).exec();
       const { header } = await client.put(`${membership.id}-other`).value("x").exec();
       await etcdctlRun(["compact", header.revision]);
@@ -486,13 +488,13 @@ describe("etcd v3 backend", () => {
       const key = uniqueKey("abort");
       const first = await joined(key, "a");
       const second = await joined(key, "b");
-      await first.backend.awaitTurn(first.membership, noLeader, timeout());
+      await first.backend.awaitTurn(first.claim, noLeader, timeout());
       const before = await serverStreams();
 
       const controller = new AbortController();
       const reason = new Error("given up");
       const waits = [
-        second.backend.awaitTurn(second.membership, noLeader, controller.signal),
+        second.backend.awaitTurn(second.claim, noLeader, controller.signal),
         first.backend.awaitLoss(first.membership, controller.signal),
         first.backend.observe(noLeader, controller.signal),
       ];

@@ -18,7 +18,7 @@
 // only grows), and when a watched member goes it checks the next older one
 // with a point read. A listing happens only on joining and when etcd has
 // forgotten the history a watch needs (error 401).
-import type { ElectionBackend, LeaderListener, Membership } from "../backend";
+import type { Claim, ElectionBackend, LeaderListener, Membership } from "../backend";
 import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
@@ -34,6 +34,8 @@ import {
 export interface V2Membership extends Membership {
   /** The membership key, `<dir>/<createdIndex>`. */
   readonly id: string;
+  /** Its createdIndex: its place in line, and its fencing token. */
+  readonly token: number;
   /** An etcd index at which the key was known to exist; watches start after it. */
   knownAliveAt: number;
 }
@@ -50,7 +52,6 @@ const NO_CLIENT_RETRIES = { maxRetries: 0 } as const;
 const REMOVALS = new Set(["delete", "expire", "compareAndDelete"]);
 
 export class EtcdV2Backend implements ElectionBackend<V2Membership> {
-  readonly description: string;
   private readonly dir: string;
   /** The directory as etcd names it in answers: one leading slash, none trailing. */
   private readonly dirPath: string;
@@ -63,10 +64,10 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   ) {
     this.dir = key;
     this.dirPath = `/${key.replace(/^\/+|\/+$/g, "")}`;
-    this.description = `etcd v2 ${key}`;
   }
 
-  async join(signal: AbortSignal): Promise<V2Membership> {
+  async join(signal: AbortSignal): Promise<Claim<V2Membership>> {
+    const sentAt = performance.now();
     // etcd may apply a create whose answer comes after we stopped waiting, and
     // only that answer names the key: keep listening for it (up to a TTL, after
     // which the key is gone anyway) and delete what it names.
@@ -83,7 +84,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     );
     const { body, etcdIndex } = await untilAborted("create membership", creating, signal);
     const node = requireNode(body, "create");
-    return { id: node.key, token: node.createdIndex, knownAliveAt: etcdIndex ?? node.modifiedIndex };
+    const membership = { id: node.key, token: node.createdIndex, knownAliveAt: etcdIndex ?? node.modifiedIndex };
+    // etcd v2 applies the TTL it was given, to the second.
+    return { membership, token: node.createdIndex, sentAt, ttlMs: this.ttlSeconds * 1000 };
   }
 
   private abandon(key: string): void {
@@ -115,7 +118,17 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     }
   }
 
-  async awaitTurn(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+  async awaitTurn(
+    joined: Claim<V2Membership> | undefined,
+    onLeader: LeaderListener,
+    signal: AbortSignal,
+  ): Promise<Claim<V2Membership>> {
+    if (!joined) throw new TypeError("etcd v2 elections are queues: join before awaiting the turn");
+    await this.untilFirstInLine(joined.membership, onLeader, signal);
+    return joined;
+  }
+
+  private async untilFirstInLine(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     for (;;) {
       const { members, etcdIndex } = await this.list(signal);
       const position = members.findIndex((m) => m.key === membership.id);

@@ -33,7 +33,7 @@
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
 import { untilAborted } from "../abort";
-import type { ElectionBackend, LeaderListener, Membership } from "../backend";
+import type { Claim, ElectionBackend, LeaderListener, Membership } from "../backend";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
 import {
@@ -64,7 +64,6 @@ interface Member {
 }
 
 export class EtcdV3Backend implements ElectionBackend<V3Membership> {
-  readonly description: string;
   /** `<key>/`, which every member key starts with. */
   private readonly prefix: string;
 
@@ -75,15 +74,14 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     private readonly ttlSeconds: number,
   ) {
     this.prefix = `${key}/`;
-    this.description = `etcd v3 ${key}`;
   }
 
-  async join(signal: AbortSignal): Promise<V3Membership> {
+  async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
     const campaign = this.campaign();
     // A membership created after we stopped waiting would hold a place in
     // line until its TTL ran out: give it up as soon as it exists.
     campaign.then(
-      (membership) => {
+      ({ membership }) => {
         if (signal.aborted) this.revokeInBackground(membership.leaseId);
       },
       () => undefined,
@@ -91,7 +89,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     return untilAborted("join", campaign, signal);
   }
 
-  private async campaign(): Promise<V3Membership> {
+  private async campaign(): Promise<Claim<V3Membership>> {
+    // The lease's time to live runs from when etcd grants it.
+    const sentAt = performance.now();
     // No automatic keep-alive: the state machine renews, on its own schedule.
     const lease = await this.client.leaseClient.leaseGrant({ TTL: this.ttlSeconds });
     if (Number(lease.TTL) !== this.ttlSeconds) {
@@ -109,7 +109,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       // still reads the key back otherwise, and so do we.
       const existing = txn.succeeded ? undefined : txn.responses[0]?.response_range?.kvs[0];
       const token = existing ? Number(existing.create_revision) : revision;
-      return { id: key, token, leaseId: lease.ID, knownAliveAt: revision };
+      const membership = { id: key, token, leaseId: lease.ID, knownAliveAt: revision };
+      return { membership, token, sentAt, ttlMs: Number(lease.TTL) * 1000 };
     } catch (err) {
       this.revokeInBackground(lease.ID);
       throw err;
@@ -127,7 +128,17 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     if (!(ttl > 0)) throw lostLease(membership);
   }
 
-  async awaitTurn(membership: V3Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+  async awaitTurn(
+    joined: Claim<V3Membership> | undefined,
+    onLeader: LeaderListener,
+    signal: AbortSignal,
+  ): Promise<Claim<V3Membership>> {
+    if (!joined) throw new TypeError("etcd v3 elections are queues: join before awaiting the turn");
+    await this.untilFirstInLine(joined.membership, onLeader, signal);
+    return joined;
+  }
+
+  private async untilFirstInLine(membership: V3Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     const { ours, older, revision } = await this.placeInLine(membership, signal);
     if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
     membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);

@@ -1,15 +1,25 @@
 // A backend whose every answer the test decides, for the state machine's
 // timer logic only. Tests of behaviour against a store use a real etcd.
-import type { ElectionBackend, LeaderListener, Membership } from "../../src/backend";
+import type { Claim, ElectionBackend, LeaderListener, Membership } from "../../src/backend";
 import { MembershipLostError } from "../../src/errors";
 
 import type { Clock } from "../../src/clock";
 
 export type RenewAnswer = "ok" | "fail" | "lost" | "hang";
 
+/**
+ * A queue-style store by default: a member joins, then waits for its turn.
+ * As a race-style store (`new ScriptedBackend("race")`) it has no join, and a
+ * member holds nothing until awaitTurn hands it what it won.
+ */
 export class ScriptedBackend implements ElectionBackend {
-  readonly description = "scripted";
+  /** Queue-style only: a place in line. */
+  join?: () => Promise<Claim>;
   joins = 0;
+  /** Race-style only: how many times a member won. */
+  wins = 0;
+  /** The TTL the store reports applying, in ms. */
+  ttlMs = 10_000;
   renewals = 0;
   leaves: string[] = [];
   renewAnswer: RenewAnswer = "ok";
@@ -21,9 +31,21 @@ export class ScriptedBackend implements ElectionBackend {
   private turnWaiters: Array<() => void> = [];
   private lossWaiters: Array<() => void> = [];
 
-  async join(): Promise<Membership> {
-    this.joins++;
-    return { id: `member-${this.joins}`, token: this.joins * 10 };
+  constructor(style: "queue" | "race" = "queue") {
+    if (style === "queue") {
+      this.join = async () => {
+        this.joins++;
+        return this.claim(`member-${this.joins}`, this.joins * 10);
+      };
+    }
+  }
+
+  private claim(id: string, token: number): Claim {
+    return { membership: { id }, token, sentAt: this.now(), ttlMs: this.ttlMs };
+  }
+
+  private now(): number {
+    return this.clock ? this.clock.now() : performance.now();
   }
 
   renew(_membership: Membership, signal: AbortSignal): Promise<void> {
@@ -44,10 +66,14 @@ export class ScriptedBackend implements ElectionBackend {
     }
   }
 
-  awaitTurn(_m: Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
-    if (this.firstInLine) return Promise.resolve();
-    onLeader("someone-else");
-    return this.pending(this.turnWaiters, signal);
+  async awaitTurn(joined: Claim | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim> {
+    if (!this.firstInLine) {
+      onLeader("someone-else");
+      await this.pending(this.turnWaiters, signal);
+    }
+    if (joined) return joined;
+    this.wins++;
+    return this.claim(`won-${this.wins}`, this.wins * 10);
   }
 
   awaitLoss(_m: Membership, signal: AbortSignal): Promise<void> {
