@@ -33,14 +33,19 @@ writeFileSync(
 
 const classes = named.filter((name) => /^[A-Z]/.test(name));
 const functions = named.filter((name) => !/^[A-Z]/.test(name));
-const types = ["ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase"];
+const types = ["ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase", "Membership", "LeaderListener"];
+/** Types generic over the membership a backend holds. */
+const membershipGenerics = ["ElectionBackend", "Claim"];
 writeFileSync(
   `${scratch}/esm/index.d.mts`,
   `import etcdLeader from "../cjs/index.js";\n` +
     `export default etcdLeader;\n` +
     functions.map((name) => `export declare const ${name}: typeof etcdLeader.${name};\n`).join("") +
     classes.map((name) => `export declare const ${name}: typeof etcdLeader.${name};\nexport type ${name} = etcdLeader.${name};\n`).join("") +
-    types.map((name) => `export type ${name} = etcdLeader.${name};\n`).join(""),
+    types.map((name) => `export type ${name} = etcdLeader.${name};\n`).join("") +
+    membershipGenerics
+      .map((name) => `export type ${name}<M extends etcdLeader.Membership = etcdLeader.Membership> = etcdLeader.${name}<M>;\n`)
+      .join(""),
 );
 
 rmSync("dist", { recursive: true, force: true });

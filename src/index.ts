@@ -1,5 +1,6 @@
 // The package entry. `require("etcd-leader")` returns the factory itself, as
 // etcd-leader 0.0.1 did; everything else hangs off it.
+import type * as contract from "./backend";
 import { backendFor } from "./backends/select";
 import * as election from "./election";
 import * as errors from "./errors";
@@ -42,6 +43,34 @@ namespace etcdLeader {
     return new observer.LeaderObserver(backend, resolved);
   }
 
+  /**
+   * Creates a member of an election on a store of your own: `backend`
+   * implements the contract (`ElectionBackend`) for one election key, and
+   * reports the TTL it applies with every claim. Everything else (events,
+   * methods, step-down) is as with etcd. `options.ttl` sets the timing
+   * defaults; a store that keeps memberships for less than they need is
+   * reported as an error and never led on.
+   */
+  export function withBackend<M extends contract.Membership>(
+    backend: contract.ElectionBackend<M>,
+    name: string,
+    options?: Options,
+  ): election.Election<M> {
+    checkBackend(backend);
+    if (!name || !String(name).trim()) throw new Error("node name not specified");
+    return new election.Election(backend, String(name), resolveOptions(undefined, options));
+  }
+
+  /** Follows who leads an election on a store of your own without joining it. */
+  export function observeBackend(backend: contract.ElectionBackend, options?: Options): observer.LeaderObserver {
+    checkBackend(backend);
+    return new observer.LeaderObserver(backend, resolveOptions(undefined, options));
+  }
+
+  export type ElectionBackend<M extends Membership = Membership> = contract.ElectionBackend<M>;
+  export type Membership = contract.Membership;
+  export type Claim<M extends Membership = Membership> = contract.Claim<M>;
+  export type LeaderListener = contract.LeaderListener;
   export type ElectionOptions = Options;
   export type ElectionEvents = election.ElectionEvents;
   export type ObserverEvents = observer.ObserverEvents;
@@ -56,3 +85,14 @@ namespace etcdLeader {
 }
 
 export = etcdLeader;
+
+const BACKEND_METHODS = ["awaitTurn", "renew", "awaitLoss", "leave", "observe"] as const;
+
+function checkBackend(backend: unknown): void {
+  const missing = BACKEND_METHODS.filter((method) => typeof (backend as Record<string, unknown> | null)?.[method] !== "function");
+  if (missing.length > 0) {
+    throw new TypeError(`backend must implement ElectionBackend: missing ${missing.join(", ")}`);
+  }
+  const join = (backend as { join?: unknown }).join;
+  if (join !== undefined && typeof join !== "function") throw new TypeError("backend.join must be a function or absent");
+}
