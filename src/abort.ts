@@ -19,19 +19,6 @@ export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
   });
 }
 
-/** Rejects with the signal's reason once it aborts; never resolves. */
-export function whenAborted(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
-  });
-}
-
-/** A signal that aborts when any of `signals` does. */
-export function anySignal(...signals: AbortSignal[]): AbortSignal {
-  return AbortSignal.any(signals);
-}
-
 /**
  * Why a request stopped waiting: a RequestTimeoutError when its signal came
  * from AbortSignal.timeout(), else whatever the signal was aborted with.

@@ -14,7 +14,7 @@ export class MembershipLostError extends Error {
 export class RequestTimeoutError extends Error {
   override readonly name = "RequestTimeoutError";
   constructor(readonly operation: string) {
-    super(`${operation}: etcd did not answer within the request timeout`);
+    super(`${operation}: the store did not answer within the request timeout`);
   }
 }
 
