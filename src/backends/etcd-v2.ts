@@ -22,6 +22,7 @@ import type { ElectionBackend, LeaderListener, Membership } from "../backend";
 import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
+import { electionDirectory } from "./etcd-v2-key";
 import {
   call,
   V2ErrorCode,
@@ -61,9 +62,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     private readonly name: string,
     private readonly ttlSeconds: number,
   ) {
-    this.dir = key;
-    this.dirPath = `/${key.replace(/^\/+|\/+$/g, "")}`;
-    this.description = `etcd v2 ${key}`;
+    this.dir = electionDirectory(key);
+    this.dirPath = this.dir;
+    this.description = `etcd v2 ${this.dir}`;
   }
 
   async join(signal: AbortSignal): Promise<V2Membership> {
