@@ -3,7 +3,7 @@
 // backend (backend.ts) does the store's part. What a term may promise, and
 // why, lives in term.ts.
 import { EventEmitter } from "eventemitter3";
-import { emitSafely, sleep } from "./abort";
+import { emitSafely, sleep, untilAborted } from "./abort";
 import type { Claim, ElectionBackend, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
@@ -114,6 +114,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     return this.term?.remaining() ?? 0;
   }
 
+  // Every call into the backend is also cut short by its signal here: a
+  // backend of the user's own that ignores the signal must not keep stop(),
+  // or a renewal's timeout, waiting.
   private async campaign(signal: AbortSignal): Promise<void> {
     const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
     /** What this member holds on the store: from joining (queue-style stores) or from winning (race-style). */
@@ -167,7 +170,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           }
 
           step = "wait";
-          const turn = await this.backend.awaitTurn(claim, (leader) => this.follow(leader), phaseSignal);
+          const turn = await untilAborted("wait", this.backend.awaitTurn(claim, (leader) => this.follow(leader), phaseSignal), phaseSignal);
           // A race-style store holds nothing for a member until it wins.
           if (!claim) hold(turn);
           backoff.reset();
@@ -175,7 +178,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           step = "lead";
           const confirmedAt = await this.provenAlive(renewal!, phaseSignal);
           this.lead(turn, confirmedAt, phase);
-          await this.backend.awaitLoss(turn.membership, phaseSignal);
+          await untilAborted("lead", this.backend.awaitLoss(turn.membership, phaseSignal), phaseSignal);
           throw new MembershipLostError(`membership ${turn.membership.id} was removed from the store`);
         } catch (thrown) {
           if (signal.aborted) break;
@@ -222,7 +225,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   private async leaveStore(membership: M): Promise<void> {
     try {
-      await this.backend.leave(membership, AbortSignal.timeout(this.options.requestTimeout));
+      const signal = AbortSignal.timeout(this.options.requestTimeout);
+      await untilAborted("leave", this.backend.leave(membership, signal), signal);
       log.election("%s left: deleted %s", this.name, membership.id);
     } catch (err) {
       log.election("%s could not delete %s: %s", this.name, membership.id, (err as Error).message);

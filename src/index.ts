@@ -1,5 +1,6 @@
 // The package entry. `require("etcd-leader")` returns the factory itself, as
 // etcd-leader 0.0.1 did; everything else hangs off it.
+import { inspect } from "node:util";
 import type * as contract from "./backend";
 import { backendFor } from "./backends/select";
 import * as election from "./election";
@@ -14,6 +15,8 @@ import { resolveOptions, type ElectionOptions as Options } from "./options";
  *
  * `ttl` may also be an options object, or options may follow it.
  */
+function etcdLeader(client: unknown, key: string, name: string, ttl?: number | string, options?: Options): election.Election;
+function etcdLeader(client: unknown, key: string, name: string, options: Options): election.Election;
 function etcdLeader(
   client: unknown,
   key: string,
@@ -22,11 +25,30 @@ function etcdLeader(
   options?: Options,
 ): election.Election {
   if (!client) throw new Error("etcd is required");
-  if (!key || !String(key).trim()) throw new Error("node key not specified");
-  if (!name || !String(name).trim()) throw new Error("node name not specified");
-  const resolved = typeof ttl === "object" && ttl !== null ? resolveOptions(undefined, ttl) : resolveOptions(ttl, options);
-  const backend = backendFor(client, String(key), String(name), resolved.ttlSeconds);
-  return new election.Election(backend, String(name), resolved);
+  const electionKey = argument("key", key);
+  const memberName = argument("name", name);
+  const optionsFirst = typeof ttl === "object" && ttl !== null;
+  if (optionsFirst && options !== undefined) {
+    throw new TypeError(
+      "options given twice, as the fourth argument and as the fifth: pass one options object (the ttl may go in it)",
+    );
+  }
+  const resolved = optionsFirst ? resolveOptions(undefined, ttl) : resolveOptions(ttl, options);
+  const backend = backendFor(client, electionKey, memberName, resolved.ttlSeconds);
+  return new election.Election(backend, memberName, resolved);
+}
+
+/**
+ * The key or the name as etcd-leader 0.0.1 took it, with its messages for a
+ * missing one; numbers are accepted as 0.0.1 accepted them, but any other
+ * value would be written as something like "[object Object]".
+ */
+function argument(what: "key" | "name", value: unknown): string {
+  if (!value || !String(value).trim()) throw new Error(`node ${what} not specified`);
+  if (typeof value !== "string" && typeof value !== "number") {
+    throw new TypeError(`node ${what} must be a string or a number, got ${typeof value} ${inspect(value, { depth: 0 })}`);
+  }
+  return String(value);
 }
 
 namespace etcdLeader {
@@ -36,10 +58,10 @@ namespace etcdLeader {
    */
   export function observe(client: unknown, key: string, options?: Options): observer.LeaderObserver {
     if (!client) throw new Error("etcd is required");
-    if (!key || !String(key).trim()) throw new Error("node key not specified");
+    const electionKey = argument("key", key);
     const resolved = resolveOptions(undefined, options);
     // The name is never written: an observer holds no membership.
-    const backend = backendFor(client, String(key), "observer", resolved.ttlSeconds);
+    const backend = backendFor(client, electionKey, "observer", resolved.ttlSeconds);
     return new observer.LeaderObserver(backend, resolved);
   }
 
@@ -57,8 +79,8 @@ namespace etcdLeader {
     options?: Options,
   ): election.Election<M> {
     checkBackend(backend);
-    if (!name || !String(name).trim()) throw new Error("node name not specified");
-    return new election.Election(backend, String(name), resolveOptions(undefined, options));
+    const memberName = argument("name", name);
+    return new election.Election(backend, memberName, resolveOptions(undefined, options));
   }
 
   /** Follows who leads an election on a store of your own without joining it. */

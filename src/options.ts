@@ -21,6 +21,34 @@ export interface ElectionOptions {
   retryMaxDelay?: number;
 }
 
+/**
+ * Every option's name, so that a name not listed (a typo such as
+ * `refreshIntervall`) is refused instead of silently ignored. `satisfies`
+ * checks it against ElectionOptions both ways: an option added there does not
+ * compile until it is named here too.
+ */
+const OPTION_NAMES: ReadonlySet<string> = new Set(
+  Object.keys({
+    ttl: true,
+    refreshInterval: true,
+    stepDownMargin: true,
+    requestTimeout: true,
+    retryInitialDelay: true,
+    retryMaxDelay: true,
+  } satisfies Record<keyof ElectionOptions, true>),
+);
+
+/**
+ * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
+ * longer one fires after 1 ms instead. Every duration here ends up in a timer
+ * (the TTL itself bounds a v2 create), so none may be longer. etcd's own limit
+ * on a lease, 9,000,000,000 s, is far above it.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The longest TTL whose milliseconds fit a timer: 2,147,483 s. */
+const MAX_TTL_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
+
 /** The options with every default filled in and checked against each other. */
 export interface ResolvedOptions {
   readonly ttlSeconds: number;
@@ -46,12 +74,28 @@ export function resolveTtl(ttl: unknown): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
     throw new RangeError(`ttl must be a positive whole number of seconds, got ${show(ttl)}`);
   }
+  if (value > MAX_TTL_SECONDS) {
+    throw new RangeError(
+      `ttl must be at most ${MAX_TTL_SECONDS} seconds (about 24 days), got ${show(ttl)}: ` +
+        `its milliseconds must fit a Node.js timer (at most ${MAX_TIMER_MS} ms)`,
+    );
+  }
   return value;
 }
 
 export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): ResolvedOptions {
   if (typeof options !== "object" || options === null) {
     throw new TypeError(`options must be an object, got ${show(options)}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.has(name)) {
+      throw new TypeError(`unknown option ${JSON.stringify(name)}; the options are ${[...OPTION_NAMES].join(", ")}`);
+    }
+  }
+  if (ttl !== undefined && ttl !== null && options.ttl !== undefined && resolveTtl(ttl) !== resolveTtl(options.ttl)) {
+    throw new TypeError(
+      `ttl given twice, as ${show(ttl)} and as the option ttl ${show(options.ttl)}: give it in one place`,
+    );
   }
   const ttlSeconds = resolveTtl(options.ttl ?? ttl);
   const ttlMs = ttlSeconds * 1000;
@@ -83,6 +127,9 @@ function duration(name: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
     throw new RangeError(`${name} must be a positive number of milliseconds, got ${show(value)}`);
+  }
+  if (value > MAX_TIMER_MS) {
+    throw new RangeError(`${name} must be at most ${MAX_TIMER_MS} ms (the longest a Node.js timer holds), got ${show(value)}`);
   }
   return value;
 }

@@ -1,6 +1,7 @@
 // Keeps one membership alive: renews it every refresh interval, retries failed
 // renewals with back-off, and tells its owner when each renewal that succeeded
 // was *sent*, which is what a leader's deadline is counted from.
+import { untilAborted } from "./abort";
 import type { ElectionBackend, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import type { Clock } from "./clock";
@@ -106,7 +107,7 @@ export class Renewal<M extends Membership> {
     const sentAt = this.clock.now();
     const requestSignal = AbortSignal.any([signal, this.controller.signal, AbortSignal.timeout(this.options.requestTimeout)]);
     try {
-      await this.backend.renew(this.membership, requestSignal);
+      await untilAborted("renew", this.backend.renew(this.membership, requestSignal), requestSignal);
     } catch (err) {
       if (this.stopped || signal.aborted) throw err;
       if (isMembershipLost(err)) {

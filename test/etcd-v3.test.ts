@@ -430,6 +430,53 @@ describe("etcd v3 backend", () => {
       await waitFor(() => observer.output().includes("\nb\n"), "etcdctl to print b", 3_000);
       assert.equal(observer.output(), `${aKey!.key}\na\n${bKey!.key}\nb\n`);
     });
+    it("etcdctl elect -l names an inner election's member as the outer leader; Node members and observers of the outer election do not", limit, async () => {
+      const key = uniqueKey("nested-observe");
+      const inner = startMember("inner", `${key}/cleanup`);
+      await waitFor(() => inner.election.isLeader(), "inner to lead");
+      const [innerKey] = await line(`${key}/cleanup`);
+      const ctlObserver = etcdctl(["elect", "-l", key]);
+      await waitFor(() => ctlObserver.output().includes("\ninner\n"), "etcdctl to print the inner member", 3_000);
+      const observer = etcdLeader.observe(client, key);
+      const seen: Array<string | undefined> = [];
+      observer.on("leader", (name) => seen.push(name));
+      observer.start();
+      try {
+        await waitFor(() => seen.length === 1, "the observer's first answer");
+        const outer = startMember("outer", key);
+        await waitFor(() => outer.election.isLeader(), "outer to lead");
+        await waitFor(() => seen.length === 2, "the observer to see outer");
+        const [outerKey] = (await line(key)).filter((m) => m.name === "outer");
+
+        await inner.election.leave();
+        await waitFor(() => ctlObserver.output().includes("\nouter\n"), "etcdctl to print outer", 3_000);
+        assert.equal(ctlObserver.output(), `${innerKey!.key}\ninner\n${outerKey!.key}\nouter\n`);
+        assert.deepEqual(seen, [undefined, "outer"]);
+        assert.deepEqual(leaderNames(outer), []);
+      } finally {
+        observer.stop();
+      }
+    });
+
+    it("an etcdctl member of the outer election waits behind an inner member, and Node members follow it meanwhile", limit, async () => {
+      const key = uniqueKey("nested-campaign");
+      const inner = startMember("inner", `${key}/cleanup`);
+      await waitFor(() => inner.election.isLeader(), "inner to lead");
+      const ctl = etcdctl(["elect", key, "ctl"]);
+      await waitFor(async () => (await line(key)).length === 2, "etcdctl to campaign");
+      const outer = startMember("outer", key);
+      await waitFor(() => leaderNames(outer).includes("ctl"), "outer to follow etcdctl");
+      await sleep(500);
+      assert.equal(ctl.output(), "", "etcdctl counts the inner member as older than itself");
+      assert.equal(outer.election.isLeader(), false);
+
+      await inner.election.leave();
+      await waitFor(() => ctl.output().includes("ctl"), "etcdctl to be elected");
+      await stopProcess(ctl, "SIGINT");
+      await waitFor(() => outer.election.isLeader(), "outer to lead after etcdctl resigned");
+      assert.deepEqual(leaderNames(outer), ["ctl"]);
+      assert.deepEqual(eventsOf(outer, "error"), []);
+    });
   });
 
   describe("the backend on its own", () => {

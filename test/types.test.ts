@@ -49,6 +49,8 @@ function typicalUsage(client: unknown): etcdLeader.Election {
   election.on("elect", () => undefined);
   // @ts-expect-error options are checked: no such option
   etcdLeader(client, "/k", "n", { ttl: 5, stepdownMargin: 1 });
+  // @ts-expect-error options are given once: in fourth place, or after the TTL
+  etcdLeader(client, "/k", "n", { ttl: 5 }, { refreshInterval: 100 });
   // @ts-expect-error the TTL is a number of seconds (or a numeric string), not a boolean
   etcdLeader(client, "/k", "n", true);
 

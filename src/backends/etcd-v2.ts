@@ -22,6 +22,7 @@ import type { Claim, ElectionBackend, LeaderListener, Membership } from "../back
 import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
+import { electionDirectory } from "./etcd-v2-key";
 import {
   call,
   V2ErrorCode,
@@ -62,8 +63,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     private readonly name: string,
     private readonly ttlSeconds: number,
   ) {
-    this.dir = key;
-    this.dirPath = `/${key.replace(/^\/+|\/+$/g, "")}`;
+    this.dir = electionDirectory(key);
+    this.dirPath = this.dir;
   }
 
   async join(signal: AbortSignal): Promise<Claim<V2Membership>> {

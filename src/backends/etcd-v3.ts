@@ -13,7 +13,18 @@
 //             When none is left, Get(our key) proves it outlived them.
 //   loss      the leader watches its own key for its deletion
 //   leave     LeaseRevoke, which deletes the key
-//   observe   Get(<key>/, oldest create revision first, limit 1), then watch <key>/
+//   observe   Get(<key>/, oldest create revision first, limit 1), and if that
+//             key is no member, the keys from it on; then watch <key>/
+//
+// Members are only the keys etcd's recipe creates, `<key>/<lease id in hex>`
+// (see isLeaseHex). etcd's recipe itself counts every key under `<key>/`, so
+// with elections at `a/jobs` and `a/jobs/cleanup` its `a/jobs` members wait
+// behind the inner election's members and name them as leader (`etcdctl elect
+// -l a/jobs` prints them). Ours skip such keys, and any other key someone
+// writes under the prefix, when they read the line, and their observers also
+// skip them when they read the leader or watch the prefix. This only makes an
+// etcdctl member wait longer than ours would, never lead sooner: it still
+// waits for every member of ours older than itself.
 //
 // The election key is used verbatim, as `etcdctl elect <key>` uses it: members
 // are `<key>/<lease id>`. etcd v3 has no directories, so "svc/leader" and
@@ -176,7 +187,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").maxCreateRevision(membership.token);
     const response = await untilAborted("read place in line", request.exec(), signal);
     const revision = Number(response.header.revision);
-    const members = response.kvs.map((kv) => toMember(kv, revision));
+    // etcd cannot leave out keys of nested elections or foreign keys: they
+    // come back too, names and all, if older than ours.
+    const members = response.kvs.filter((kv) => this.isMemberKey(kv.key.toString())).map((kv) => toMember(kv, revision));
     const ours = members.at(-1)?.key === membership.id ? members.pop() : undefined;
     return { ours, older: members, revision };
   }
@@ -314,6 +327,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       for (;;) {
         const { type, kv } = await watches.next();
         const key = kv.key.toString();
+        if (!this.isMemberKey(key)) continue;
         if (type === "put") {
           // The first key into an empty line leads; a put on the leader's key renames it.
           if (!leader || key === leader.key) onLeader((leader = toMember(kv)).name);
@@ -327,13 +341,34 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     }
   }
 
-  /** The member with the oldest create revision (at `revision`, or now), and the revision read at. */
+  /**
+   * The member with the oldest create revision (at `revision`, or now), and
+   * the revision read at. Usually one read of one key; only when the oldest
+   * key under the prefix is not a member (a nested election's, or a foreign
+   * one) does a second read, at the same revision, list the keys from it on.
+   */
   private async leaderAt(signal: AbortSignal, revision?: number): Promise<{ leader: Member | undefined; revision: number }> {
-    let request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").limit(1);
+    const oldestFirst = () => this.client.getAll().prefix(this.prefix).sort("Create", "Ascend");
+    let request = oldestFirst().limit(1);
     if (revision !== undefined) request = request.revision(revision);
     const response = await untilAborted("read leader", request.exec(), signal);
-    const first = response.kvs[0];
-    return { leader: first && toMember(first), revision: revision ?? Number(response.header.revision) };
+    const readAt = revision ?? Number(response.header.revision);
+    let keys = response.kvs;
+    const first = keys[0];
+    if (first && !this.isMemberKey(first.key.toString())) {
+      // No limit: paging would save only what is sent, not etcd's work (3.4
+      // collects and sorts every key under the prefix whatever the limit),
+      // and only observers read this, when a leader goes.
+      const rest = oldestFirst().minCreateRevision(first.create_revision).revision(readAt);
+      keys = (await untilAborted("read leader", rest.exec(), signal)).kvs;
+    }
+    const leader = keys.find((kv) => this.isMemberKey(kv.key.toString()));
+    return { leader: leader && toMember(leader), revision: readAt };
+  }
+
+  /** Whether `key` is one of this election's members, not a nested election's key or a foreign one. */
+  private isMemberKey(key: string): boolean {
+    return key.startsWith(this.prefix) && isLeaseHex(key.slice(this.prefix.length));
   }
 
   private revokeInBackground(leaseId: string): void {
@@ -347,6 +382,16 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 /** etcd's key suffix for a lease: the int64 ID in lowercase hex, unpadded (Go's %x). */
 function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
+}
+
+/**
+ * Whether `suffix` is what leaseHex makes of a lease ID etcd grants, a
+ * positive int64 in Go's %x: lowercase hex digits, no leading zero, no sign,
+ * at most 7fffffffffffffff. Keys of a nested election (`cleanup/1041a2…`) or
+ * that users write (`junk`, `0`) are not.
+ */
+function isLeaseHex(suffix: string): boolean {
+  return /^(?:[1-9a-f][0-9a-f]{0,14}|[1-7][0-9a-f]{15})$/.test(suffix);
 }
 
 function toMember(kv: IKeyValue, seenAt = Number(kv.mod_revision)): Member {

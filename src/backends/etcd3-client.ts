@@ -133,7 +133,13 @@ export class Watches<Name extends string> {
     watcher.on("put", push("put"));
     watcher.on("delete", push("delete"));
     watcher.on("error", (err) => {
-      if (this.watchers.get(name) === watcher) this.fail(err);
+      if (this.watchers.get(name) !== watcher) return;
+      // etcd3 reports an error only for a watch etcd cancelled, and has
+      // dropped it already. Cancelling it again would send etcd a cancel for a
+      // dead watch ID, whose answer etcd3 cannot place and throws on, in a
+      // promise nobody holds: an unhandled rejection.
+      this.watchers.delete(name);
+      this.fail(isCancelledByEtcd(err) ? new WatchCancelledError(err) : err);
     });
     watcher.on("disconnected", (err) => {
       if (this.watchers.get(name) === watcher) this.fail(err);
@@ -186,7 +192,25 @@ export class Watches<Name extends string> {
  * revision, which etcd3 drops), so a cancellation is all that can be seen.
  */
 export function isCancelledByEtcd(err: unknown): boolean {
-  return err instanceof Error && /^Watcher canceled/.test(err.message);
+  return err instanceof WatchCancelledError || (err instanceof Error && /^Watcher canceled/.test(err.message));
+}
+
+/**
+ * A cancelled watch, said in words: etcd3 reports it as "Watcher canceled: "
+ * followed by etcd's reason, which etcd 3.4 leaves empty after a compaction.
+ * Whoever holds the watch reads the store again and watches from there.
+ */
+export class WatchCancelledError extends Error {
+  override readonly name = "WatchCancelledError";
+  constructor(cause: Error) {
+    const reason = cause.message.replace(/^Watcher canceled:?\s*/, "");
+    super(
+      reason
+        ? `etcd cancelled the watch (${reason}); re-reading`
+        : "etcd cancelled the watch, likely a compaction; re-reading",
+      { cause },
+    );
+  }
 }
 
 /** etcd does not know the lease: it expired or was revoked. */

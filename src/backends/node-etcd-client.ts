@@ -20,6 +20,8 @@ export interface NodeEtcdClient {
 /** An error as node-etcd reports it: etcd's own (with `errorCode`) or "All servers returned error". */
 export interface NodeEtcdError extends Error {
   errorCode?: number;
+  /** For an answer that is not the v2 API's JSON: its HTTP status, where the client lets it be seen. */
+  httpStatus?: number;
   errors?: Array<{ httperror?: { code?: string }; httpstatus?: number }>;
 }
 
@@ -81,11 +83,14 @@ export function call(
       abortRequest(request);
       reject(abortReason(operation, signal));
     };
-    const request = start((err, body, headers) => {
+    let request: unknown;
+    request = start((err, body, headers) => {
       if (settled) return;
       settled = true;
       signal.removeEventListener("abort", onAbort);
       if (err) return reject(explain(err));
+      // node-etcd parses JSON and passes anything else on as text, without an error.
+      if (typeof body === "string" && body !== "") return reject(notAV2Answer(operation, body, statusOf(request)));
       resolve({ body: (body ?? {}) as V2Body, etcdIndex: indexFrom(headers) });
     });
     if (!settled) signal.addEventListener("abort", onAbort, { once: true });
@@ -106,6 +111,34 @@ function explain(err: NodeEtcdError): NodeEtcdError {
   const explained: NodeEtcdError = new Error(`${err.message} (${reasons.join("; ")})`, { cause: err });
   explained.errors = err.errors;
   return explained;
+}
+
+/**
+ * An answer that is not the v2 API's JSON. etcd 3.4 serves no v2 API unless
+ * started with --enable-v2 (its default is off), and then answers every v2
+ * request with Go's plain "404 page not found".
+ */
+function notAV2Answer(operation: string, body: string, status: number | undefined): NodeEtcdError {
+  const answer = `${status === undefined ? "" : `HTTP ${status} `}(${JSON.stringify(body.trim().slice(0, 200))})`;
+  const v2Disabled = status === 404 || body.startsWith("404 page not found");
+  const error: NodeEtcdError = new Error(
+    v2Disabled
+      ? `etcd answered ${operation} with ${answer}: the v2 API is disabled: ` +
+          "start etcd with --enable-v2=true, or pass an etcd3 client for the v3 API"
+      : `etcd answered ${operation} with ${answer}, which is not a v2 API answer: is the client given etcd's client URL?`,
+  );
+  if (status !== undefined) error.httpStatus = status;
+  return error;
+}
+
+/**
+ * The HTTP status of the answer. node-etcd (4 to 7) returns a token that
+ * keeps the request last sent, and the request keeps its response; another
+ * client may not, and then the status is unknown.
+ */
+function statusOf(request: unknown): number | undefined {
+  const status = (request as { req?: { response?: { statusCode?: unknown } } } | undefined)?.req?.response?.statusCode;
+  return typeof status === "number" ? status : undefined;
 }
 
 function abortRequest(request: unknown): void {
