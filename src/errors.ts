@@ -27,7 +27,7 @@ export type ElectionPhase = "join" | "renew" | "wait" | "lead" | "leave" | "obse
  */
 export class ElectionError extends Error {
   override readonly name = "ElectionError";
-  /** etcd's own error code: the v2 `errorCode` (e.g. 110 for bad credentials), or the gRPC status on v3 (e.g. 3). */
+  /** The store's own code for the error, where it has one: on etcd, the v2 `errorCode` (e.g. 110 for bad credentials), or the gRPC status on v3 (e.g. 3). */
   readonly errorCode: number | undefined;
 
   constructor(
@@ -50,12 +50,11 @@ function describe(err: unknown): string {
   return String(err);
 }
 
+/** A store's own code for an error, where its backend put one: `errorCode`, or a numeric `code`. */
 function codeOf(err: unknown): number | undefined {
   if (typeof err !== "object" || err === null) return undefined;
-  const { errorCode, code, message } = err as { errorCode?: unknown; code?: unknown; message?: unknown };
+  const { errorCode, code } = err as { errorCode?: unknown; code?: unknown };
   if (typeof errorCode === "number") return errorCode;
   if (typeof code === "number") return code;
-  // etcd3 keeps the gRPC status only in its message: "3 INVALID_ARGUMENT: ...".
-  const status = typeof message === "string" ? /^(\d+) [A-Z_]+:/.exec(message) : null;
-  return status ? Number(status[1]) : undefined;
+  return undefined;
 }

@@ -43,14 +43,15 @@
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
-import { untilAborted } from "../abort";
 import type { Claim, ElectionBackend, LeaderListener, Membership } from "../backend";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
 import {
+  etcd3Call,
   isCancelledByEtcd,
   isLeaseNotFound,
   keepAliveOnce,
+  withGrpcStatus,
   Watches,
   type Etcd3Client,
 } from "./etcd3-client";
@@ -97,7 +98,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       },
       () => undefined,
     );
-    return untilAborted("join", campaign, signal);
+    return etcd3Call("join", campaign, signal);
   }
 
   private async campaign(): Promise<Claim<V3Membership>> {
@@ -134,7 +135,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       ttl = Number((await keepAliveOnce(this.client, membership.leaseId, signal)).TTL);
     } catch (err) {
       if (isLeaseNotFound(err)) throw lostLease(membership, err);
-      throw err;
+      throw withGrpcStatus(err);
     }
     if (!(ttl > 0)) throw lostLease(membership);
   }
@@ -167,7 +168,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
    * etcd serves linearizably, shows whether the key outlived it.
    */
   private async confirmAlive(membership: V3Membership, signal: AbortSignal): Promise<void> {
-    const response = await untilAborted("read membership", this.client.get(membership.id).exec(), signal);
+    const response = await etcd3Call("read membership", this.client.get(membership.id).exec(), signal);
     const kv = response.kvs[0];
     if (!kv || Number(kv.create_revision) !== membership.token) {
       throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
@@ -185,7 +186,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     signal: AbortSignal,
   ): Promise<{ ours: Member | undefined; older: Member[]; revision: number }> {
     const request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").maxCreateRevision(membership.token);
-    const response = await untilAborted("read place in line", request.exec(), signal);
+    const response = await etcd3Call("read place in line", request.exec(), signal);
     const revision = Number(response.header.revision);
     // etcd cannot leave out keys of nested elections or foreign keys: they
     // come back too, names and all, if older than ours.
@@ -272,7 +273,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     while (older.length > 0) {
       const candidate = end === "newest" ? older[older.length - 1]! : older[0]!;
       if (watched.includes(candidate)) return candidate;
-      const response = await untilAborted("read member", this.client.get(candidate.key).exec(), signal);
+      const response = await etcd3Call("read member", this.client.get(candidate.key).exec(), signal);
       const kv = response.kvs[0];
       if (kv && Number(kv.create_revision) === candidate.createRevision) {
         candidate.name = kv.value.toString();
@@ -302,7 +303,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         watches.close();
       }
       // etcd no longer has the history since then: look at the key itself.
-      const response = await untilAborted("read membership", this.client.get(membership.id).exec(), signal);
+      const response = await etcd3Call("read membership", this.client.get(membership.id).exec(), signal);
       const kv = response.kvs[0];
       if (!kv || Number(kv.create_revision) !== membership.token) return;
       membership.knownAliveAt = Number(response.header.revision);
@@ -312,7 +313,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   async leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
     try {
-      await untilAborted("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
+      await etcd3Call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
     } catch (err) {
       if (!isLeaseNotFound(err)) throw err;
     }
@@ -351,7 +352,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const oldestFirst = () => this.client.getAll().prefix(this.prefix).sort("Create", "Ascend");
     let request = oldestFirst().limit(1);
     if (revision !== undefined) request = request.revision(revision);
-    const response = await untilAborted("read leader", request.exec(), signal);
+    const response = await etcd3Call("read leader", request.exec(), signal);
     const readAt = revision ?? Number(response.header.revision);
     let keys = response.kvs;
     const first = keys[0];
@@ -360,7 +361,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       // collects and sorts every key under the prefix whatever the limit),
       // and only observers read this, when a leader goes.
       const rest = oldestFirst().minCreateRevision(first.create_revision).revision(readAt);
-      keys = (await untilAborted("read leader", rest.exec(), signal)).kvs;
+      keys = (await etcd3Call("read leader", rest.exec(), signal)).kvs;
     }
     const leader = keys.find((kv) => this.isMemberKey(kv.key.toString()));
     return { leader: leader && toMember(leader), revision: readAt };

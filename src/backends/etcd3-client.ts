@@ -36,6 +36,24 @@ export function isEtcd3Client(client: unknown): client is Etcd3Client {
   );
 }
 
+/**
+ * Waits for an etcd3 call as `untilAborted` does, and gives a failure's gRPC
+ * status as `errorCode`, where ElectionError looks for a store's own code:
+ * etcd3 keeps it only in the message ("3 INVALID_ARGUMENT: ...").
+ */
+export function etcd3Call<T>(operation: string, pending: Promise<T>, signal: AbortSignal): Promise<T> {
+  return untilAborted(operation, pending, signal).catch((err: unknown) => {
+    throw withGrpcStatus(err);
+  });
+}
+
+export function withGrpcStatus(err: unknown): unknown {
+  if (!(err instanceof Error) || "errorCode" in err) return err;
+  const status = /^(\d+) [A-Z_]+:/.exec(err.message);
+  if (status && Object.isExtensible(err)) Object.assign(err, { errorCode: Number(status[1]) });
+  return err;
+}
+
 /** One round trip on a LeaseKeepAlive stream; the stream is closed afterwards, or as soon as the signal aborts. */
 export async function keepAliveOnce(
   client: Etcd3Client,
