@@ -33,7 +33,14 @@ writeFileSync(
 
 const classes = named.filter((name) => /^[A-Z]/.test(name));
 const functions = named.filter((name) => !/^[A-Z]/.test(name));
-const types = ["ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase"];
+// Type-only names of the namespace; generic ones with their parameters.
+const types = [
+  "ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase",
+  "ElectionSettings", "ObserverSettings", "ElectionTarget", "WhoLeadsOptions", "WhoLeadsSettings",
+  "StartOptions", "ObserverStartOptions", "Leader", "LeaderChanges",
+  "LeadershipTerm", "LeadershipRoutine<T>", "WhileLeadingOptions", "OnLoss", "WaitOptions",
+  "ElectionState", "StateMessage", "RenewalMessage", "RetryMessage", "ErrorMessage",
+];
 writeFileSync(
   `${scratch}/esm/index.d.mts`,
   `import etcdLeader from "../cjs/index.js";\n` +

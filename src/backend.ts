@@ -19,8 +19,14 @@ export interface Membership {
   readonly token: number;
 }
 
-/** Called with the current leader's name whenever the backend learns it; undefined when nobody leads. */
-export type LeaderListener = (name: string | undefined) => void;
+/** Who leads an election: the member's name and its fencing token (its membership's token). */
+export interface Leader {
+  readonly name: string;
+  readonly token: number;
+}
+
+/** Called with the current leader whenever the backend learns it; undefined when nobody leads. */
+export type LeaderListener = (leader: Leader | undefined) => void;
 
 export interface ElectionBackend<M extends Membership = Membership> {
   /** A short description for logs: "etcd v2 /services/master". */
@@ -44,8 +50,8 @@ export interface ElectionBackend<M extends Membership = Membership> {
    * shown the membership itself still held at or after the moment the last
    * older member went: an outside delete can take it in the same breath (a
    * whole election deleted at once), and a renewal from before the turn does
-   * not show it survived that. Until then it reports the name of whoever is
-   * first through `onLeader`, each time that changes. Throws
+   * not show it survived that. Until then it reports the leader (whoever is
+   * first) through `onLeader`, each time that changes. Throws
    * MembershipLostError if the membership disappears meanwhile.
    */
   awaitTurn(membership: M, onLeader: LeaderListener, signal: AbortSignal): Promise<void>;
@@ -62,8 +68,11 @@ export interface ElectionBackend<M extends Membership = Membership> {
 
   /**
    * Follows who leads without taking part: calls `onLeader` with the first
-   * member's name whenever it changes, until the signal aborts. Throws on
+   * member whenever it changes, until the signal aborts. Throws on
    * store errors; the caller retries.
    */
   observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void>;
+
+  /** One read of who leads now, without taking part; undefined when nobody does. */
+  readLeader(signal: AbortSignal): Promise<Leader | undefined>;
 }

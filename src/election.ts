@@ -17,13 +17,20 @@
 // it from a watch, as fast as the successor does, not before.
 import { EventEmitter } from "eventemitter3";
 import { emitSafely, sleep } from "./abort";
-import type { ElectionBackend, Membership } from "./backend";
+import type { ElectionBackend, Leader, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
+import { publishError, publishRenewal, publishRetry, publishState } from "./diagnostics";
+import { defineAsyncDispose } from "./dispose";
 import { ElectionError, MembershipLostError, isMembershipLost, type ElectionPhase } from "./errors";
+import { LeaderFeed, type LeaderChanges } from "./leader-changes";
+import { ElectionStoppedError, LeadershipLostError, LeaseExpiredError, MembershipRemovedError } from "./leadership-lost";
 import { log } from "./log";
 import type { ResolvedOptions } from "./options";
 import { Renewal } from "./renewal";
+import { whileLeading, type LeadershipRoutine, type WhileLeadingOptions } from "./scope";
+import { electionState, type CampaignActivity, type ElectionState } from "./state";
+import { whenElected, type LeadershipHost, type Term, type WaitOptions } from "./until-elected";
 
 export interface ElectionEvents {
   /** This member became leader. `token` (the fencing token) is larger than any earlier leader's. */
@@ -36,9 +43,11 @@ export interface ElectionEvents {
   error: (error: ElectionError) => void;
 }
 
-/** The leader could not confirm its membership in time and had to assume it lost it. */
-export class LeaseExpiredError extends Error {
-  override readonly name = "LeaseExpiredError";
+export { LeaseExpiredError };
+
+export interface StartOptions {
+  /** Ties the election's life to this signal: when it aborts, the election stops (as stop() does). */
+  signal?: AbortSignal | undefined;
 }
 
 /** Aborts a phase when its watches may be stale: start it over without counting a failure. */
@@ -55,6 +64,14 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private leaseDeadline = -Infinity;
   private deadlineTimer: unknown;
   private onLeaseExpired: ((error: LeaseExpiredError) => void) | undefined;
+  /** The term under way while leading; aborted, with the reason, when it ends. */
+  private term: { token: number; controller: AbortController } | undefined;
+  private readonly termListeners = new Set<(term: Term) => void>();
+  private readonly leaders = new LeaderFeed();
+  private activity: CampaignActivity = "joining";
+  private reportedState: ElectionState = "stopped";
+  private renewedAt: number | undefined;
+  private detachStartSignal: (() => void) | undefined;
 
   constructor(
     private readonly backend: ElectionBackend<M>,
@@ -67,10 +84,19 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   }
 
   /** Joins the election on the next tick. Calling it while running does nothing. */
-  start(): this {
+  start(options: StartOptions = {}): this {
     if (this.runController) return this;
+    const { signal } = options;
+    if (signal?.aborted) return this;
     const controller = new AbortController();
     this.runController = controller;
+    if (signal) {
+      const onAbort = () => this.stop();
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.detachStartSignal = () => signal.removeEventListener("abort", onAbort);
+    }
+    this.activity = "joining";
+    this.reportState();
     process.nextTick(() => {
       if (controller.signal.aborted) return;
       const campaign = this.campaign(controller.signal);
@@ -89,9 +115,14 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     const controller = this.runController;
     if (!controller) return this;
     this.runController = undefined;
-    controller.abort(new Error("election stopped"));
-    this.stepDown();
+    this.detachStartSignal?.();
+    this.detachStartSignal = undefined;
+    const stopped = new ElectionStoppedError("the election was stopped");
+    controller.abort(stopped);
+    this.stepDown(stopped);
     this.leaderName = undefined;
+    this.leaders.publish(undefined);
+    this.reportState();
     return this;
   }
 
@@ -130,6 +161,63 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     return this.isLeader() ? this.leaseDeadline - this.clock.now() : 0;
   }
 
+  /** What this member is doing: stopped, joining, following, leading or backing-off (see state.ts). */
+  get state(): ElectionState {
+    return electionState(this.isRunning(), this.isLeader(), this.activity);
+  }
+
+  /** When (Date.now() ms) the store last confirmed this member's membership: its creation or a renewal. */
+  get lastRenewedAt(): number | undefined {
+    return this.renewedAt;
+  }
+
+  /**
+   * Runs `routine` while this member leads, with an AbortSignal that aborts
+   * when its term ends, and resolves with what it returns (see scope.ts for
+   * every rule). Joins if not running, and then leaves when done.
+   */
+  whileLeading<T>(routine: LeadershipRoutine<T>, options?: WhileLeadingOptions): Promise<T> {
+    return whileLeading(this.host(), routine, options);
+  }
+
+  /**
+   * Resolves with the fencing token once this member leads (at once if it
+   * does). Joins if not running. Rejects with an AbortError when the signal
+   * aborts or the election stops; if it joined, it has left by then.
+   */
+  whenElected(options?: WaitOptions): Promise<number> {
+    return whenElected(this.host(), options);
+  }
+
+  /**
+   * The leader as this member knows it (itself while it leads), then each
+   * change: `{ name, token }`, or undefined while it knows of no leader.
+   * Unbounded buffer, so a slow reader misses nothing. Ends on `break` or
+   * when the signal aborts (the next read rejects with an AbortError).
+   */
+  leaderChanges(options: WaitOptions = {}): LeaderChanges {
+    return this.leaders.iterate({ signal: options.signal });
+  }
+
+  /** For `await using`: leave() (Symbol.asyncDispose). */
+  declare [Symbol.asyncDispose]: () => Promise<void>;
+
+  private host(): LeadershipHost {
+    return {
+      isRunning: () => this.isRunning(),
+      start: () => void this.start(),
+      leave: () => this.leave(),
+      isLeader: () => this.isLeader(),
+      leaseRemaining: () => this.leaseRemaining(),
+      currentTerm: () => (this.term ? { token: this.term.token, signal: this.term.controller.signal } : undefined),
+      runSignal: () => this.runController?.signal,
+      onTerm: (listener) => {
+        this.termListeners.add(listener);
+        return () => this.termListeners.delete(listener);
+      },
+    };
+  }
+
   private async campaign(signal: AbortSignal): Promise<void> {
     const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
     let membership: M | undefined;
@@ -152,6 +240,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
         const phaseSignal = AbortSignal.any([signal, phase.signal]);
         let step: ElectionPhase = "join";
         try {
+          this.setActivity(membership ? "following" : "joining");
           if (membershipLost !== undefined) throw membershipLost;
           if (!membership) {
             const sentAt = this.clock.now();
@@ -160,14 +249,19 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
             const joined = await this.backend.join(AbortSignal.timeout(this.options.requestTimeout));
             membership = joined;
             if (signal.aborted) break;
+            this.renewedAt = Date.now();
             log.election("%s joined as %s (token %d)", this.name, joined.id, joined.token);
             backoff.reset();
             renewal = new Renewal(this.backend, joined, this.options, this.clock, {
               renewed: (at) => {
                 if (!signal.aborted) this.extendLease(at);
+                if (!signal.aborted) this.renewalConfirmed(joined, at);
               },
               failed: (error, attempt) => {
                 if (!signal.aborted) this.report("renew", error, attempt);
+              },
+              retrying: (error, attempt, delayMs) => {
+                if (!signal.aborted) this.retrying("renew", error, attempt, delayMs);
               },
               recovered: () => phase.abort(RESYNC),
               lost: (error) => {
@@ -176,6 +270,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
               },
             });
             renewal.start(sentAt);
+            this.setActivity("following");
           }
 
           step = "wait";
@@ -195,12 +290,12 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
             continue;
           }
           if (isMembershipLost(reason)) {
-            this.stepDown();
+            this.stepDown(new MembershipRemovedError(`the store no longer holds this member's membership: ${(reason as Error).message}`, { cause: reason }));
             log.election("%s lost its membership: %s", this.name, (reason as Error).message);
             dropMembership();
           }
           this.report(step, reason, backoff.attempts + 1);
-          await sleep(this.clock, backoff.next(), signal).catch(() => undefined);
+          await this.backOff(step, reason, backoff, signal);
         } finally {
           phase.abort(new Error("phase over"));
         }
@@ -239,10 +334,11 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     }
   }
 
-  private follow(leader: string | undefined): void {
-    if (leader === undefined || leader === this.leaderName) return;
-    this.leaderName = leader;
-    emitSafely(() => this.emit("leader", leader));
+  private follow(leader: Leader | undefined): void {
+    this.leaders.publish(leader);
+    if (leader === undefined || leader.name === this.leaderName) return;
+    this.leaderName = leader.name;
+    emitSafely(() => this.emit("leader", leader.name));
   }
 
   private lead(token: number, confirmedAt: number, phase: AbortController): void {
@@ -255,6 +351,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.leading = true;
     this.token = token;
     this.leaderName = undefined;
+    this.beginTerm(token);
     log.election("%s elected (token %d)", this.name, token);
     emitSafely(() => this.emit("elected", token));
   }
@@ -280,13 +377,14 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   private expireLease(): void {
     const expired = this.onLeaseExpired;
-    this.stepDown();
-    expired?.(new LeaseExpiredError(
+    const error = new LeaseExpiredError(
       `no renewal was confirmed within ${this.options.leaseHorizon} ms of the last one sent; stepped down`,
-    ));
+    );
+    this.stepDown(error);
+    expired?.(error);
   }
 
-  private stepDown(): void {
+  private stepDown(reason: LeadershipLostError): void {
     if (this.deadlineTimer !== undefined) {
       this.clock.clearTimeout(this.deadlineTimer);
       this.deadlineTimer = undefined;
@@ -296,6 +394,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     if (!this.leading) return;
     this.leading = false;
     this.token = undefined;
+    this.endTerm(reason);
     log.election("%s unelected", this.name);
     emitSafely(() => this.emit("unelected"));
   }
@@ -303,6 +402,78 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private report(phase: ElectionPhase, error: unknown, attempt: number): void {
     const wrapped = new ElectionError(phase, attempt, error);
     log.election("%s: %s", this.name, wrapped.message);
+    publishError(() => ({ source: this, member: this.name, store: this.backend.description, error: wrapped }));
     emitSafely(() => this.emit("error", wrapped));
   }
+
+  // Terms, state and diagnostics: the hooks the campaign above calls.
+
+  /** A term begins: the scopes waiting for it hear first, then the feed, then `elected` listeners. */
+  private beginTerm(token: number): void {
+    const controller = new AbortController();
+    this.term = { token, controller };
+    const term: Term = { token, signal: controller.signal };
+    for (const listener of [...this.termListeners]) listener(term);
+    this.leaders.publish({ name: this.name, token });
+    this.reportState();
+  }
+
+  /** The term ends: its signal aborts with the reason before `unelected` is emitted. */
+  private endTerm(reason: LeadershipLostError): void {
+    const term = this.term;
+    this.term = undefined;
+    term?.controller.abort(reason);
+    this.leaders.publish(undefined);
+    this.reportState();
+  }
+
+  private setActivity(activity: CampaignActivity): void {
+    this.activity = activity;
+    this.reportState();
+  }
+
+  /** Publishes the state on the diagnostics channel when it differs from the last one published. */
+  private reportState(): void {
+    const to = this.state;
+    const from = this.reportedState;
+    if (to === from) return;
+    this.reportedState = to;
+    publishState(() => ({
+      source: this,
+      member: this.name,
+      store: this.backend.description,
+      from,
+      to,
+      token: to === "leading" ? this.token : undefined,
+    }));
+  }
+
+  private renewalConfirmed(membership: M, sentAt: number): void {
+    this.renewedAt = Date.now();
+    const roundTripMs = this.clock.now() - sentAt;
+    publishRenewal(() => ({
+      source: this,
+      member: this.name,
+      store: this.backend.description,
+      membership: membership.id,
+      roundTripMs,
+      leading: this.isLeader(),
+    }));
+  }
+
+  private retrying(phase: ElectionPhase, error: unknown, attempt: number, delayMs: number): void {
+    publishRetry(() => ({ source: this, member: this.name, store: this.backend.description, phase, attempt, delayMs, error }));
+  }
+
+  /** Waits before the campaign's next try; the signal (stop()) cuts the wait short. */
+  private async backOff(phase: ElectionPhase, error: unknown, backoff: Backoff, signal: AbortSignal): Promise<void> {
+    const delayMs = backoff.next();
+    this.setActivity("backing-off");
+    this.retrying(phase, error, backoff.attempts, delayMs);
+    await sleep(this.clock, delayMs, signal).catch(() => undefined);
+  }
 }
+
+defineAsyncDispose(Election, function (this: Election) {
+  return this.leave();
+});

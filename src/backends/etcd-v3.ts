@@ -44,7 +44,7 @@
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
 import { untilAborted } from "../abort";
-import type { ElectionBackend, LeaderListener, Membership } from "../backend";
+import type { ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
 import {
@@ -143,7 +143,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
     membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
     if (older.length === 0) return;
-    onLeader(older[0]!.name);
+    onLeader(leaderOf(older[0]));
     await this.waitForOlderMembers(membership, older, revision, onLeader, signal);
     await this.confirmAlive(membership, signal);
   }
@@ -224,7 +224,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           // etcd's Proclaim: a member changed its value in place.
           member.name = kv.value.toString();
           member.seenAt = Number(kv.mod_revision);
-          if (member === leader) onLeader(leader.name);
+          if (member === leader) onLeader(leaderOf(leader));
           continue;
         }
         const position = older.indexOf(member);
@@ -239,7 +239,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         const oldest = (await this.nextAlive(older, "oldest", [predecessor, leader], signal))!;
         if (oldest !== leader) {
           leader = oldest;
-          onLeader(leader.name);
+          onLeader(leaderOf(leader));
         }
         watchLeader();
       }
@@ -309,7 +309,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     let { leader, revision } = await this.leaderAt(signal);
-    onLeader(leader?.name);
+    onLeader(leaderOf(leader));
     const watches = new Watches<"line">(this.client, signal);
     try {
       watches.add("line", { prefix: this.prefix }, revision + 1);
@@ -319,15 +319,19 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         if (!this.isMemberKey(key)) continue;
         if (type === "put") {
           // The first key into an empty line leads; a put on the leader's key renames it.
-          if (!leader || key === leader.key) onLeader((leader = toMember(kv)).name);
+          if (!leader || key === leader.key) onLeader(leaderOf((leader = toMember(kv))));
         } else if (key === leader?.key) {
           ({ leader } = await this.leaderAt(signal, Number(kv.mod_revision)));
-          onLeader(leader?.name);
+          onLeader(leaderOf(leader));
         }
       }
     } finally {
       watches.close();
     }
+  }
+
+  async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
+    return leaderOf((await this.leaderAt(signal)).leader);
   }
 
   /**
@@ -381,6 +385,11 @@ function leaseHex(leaseId: string): string {
  */
 function isLeaseHex(suffix: string): boolean {
   return /^(?:[1-9a-f][0-9a-f]{0,14}|[1-7][0-9a-f]{15})$/.test(suffix);
+}
+
+/** A member as the leader it is: its name and its fencing token. */
+function leaderOf(member: Member | undefined): Leader | undefined {
+  return member && { name: member.name, token: member.createRevision };
 }
 
 function toMember(kv: IKeyValue, seenAt = Number(kv.mod_revision)): Member {

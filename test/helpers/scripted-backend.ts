@@ -1,6 +1,6 @@
 // A backend whose every answer the test decides, for the state machine's
 // timer logic only. Tests of behaviour against a store use a real etcd.
-import type { ElectionBackend, LeaderListener, Membership } from "../../src/backend";
+import type { ElectionBackend, Leader, LeaderListener, Membership } from "../../src/backend";
 import { MembershipLostError } from "../../src/errors";
 
 import type { Clock } from "../../src/clock";
@@ -46,7 +46,7 @@ export class ScriptedBackend implements ElectionBackend {
 
   awaitTurn(_m: Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     if (this.firstInLine) return Promise.resolve();
-    onLeader("someone-else");
+    onLeader({ name: "someone-else", token: 1 });
     return this.pending(this.turnWaiters, signal);
   }
 
@@ -60,6 +60,10 @@ export class ScriptedBackend implements ElectionBackend {
 
   observe(_onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     return this.pending([], signal);
+  }
+
+  async readLeader(): Promise<Leader | undefined> {
+    return this.firstInLine ? { name: "me", token: this.joins * 10 } : { name: "someone-else", token: 1 };
   }
 
   grantTurn(): void {
