@@ -5,6 +5,7 @@
 // `await using` and the state getter. The timing of the abort against a
 // successor in another process is in lead-faults.test.ts.
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { after, afterEach, before, describe, it } from "node:test";
 import etcdLeader = require("../src/index");
 import { MembershipLostError } from "../src/errors";
@@ -109,8 +110,10 @@ for (const api of BACKENDS) {
       it("leaves an election that was running before it was called running, and leading", async () => {
         const key = uniqueKey("keeps-running");
         const election = member(key, "a").start();
-        const result = await withDeadline(election.whileLeading(({ token }) => token), BOUND_MS, "whileLeading");
+        const { signal } = new AbortController();
+        const result = await withDeadline(election.whileLeading(({ token }) => token, { signal }), BOUND_MS, "whileLeading");
         assert.equal(result, election.fencingToken());
+        assert.equal(getEventListeners(signal, "abort").length, 0, "no listener left on the caller's signal");
         assert.equal(election.isRunning(), true);
         assert.equal(election.isLeader(), true);
         assert.deepEqual(await lineNames(key), ["a"]);
@@ -267,6 +270,7 @@ for (const api of BACKENDS) {
         assert.equal(signal.reason, reason);
         await assert.rejects(withDeadline(scope, BOUND_MS, "whileLeading"), isAbortError((cause) => cause === reason));
         assert.deepEqual(await lineNames(key), []);
+        assert.equal(getEventListeners(controller.signal, "abort").length, 0, "no listener left on the caller's signal");
       });
 
       it("refuses a bad onLoss, naming the option", async () => {
@@ -280,9 +284,11 @@ for (const api of BACKENDS) {
       it("resolves with the fencing token once elected, and at once while leading", async () => {
         const key = uniqueKey("elected");
         const a = member(key, "a");
-        const token = await withDeadline(a.whenElected(), BOUND_MS, "whenElected");
+        const { signal } = new AbortController();
+        const token = await withDeadline(a.whenElected({ signal }), BOUND_MS, "whenElected");
         assert.equal(token, a.fencingToken());
-        assert.equal(await a.whenElected(), token);
+        assert.equal(await a.whenElected({ signal }), token);
+        assert.equal(getEventListeners(signal, "abort").length, 0, "no listener left on the caller's signal");
         assert.equal(a.isRunning(), true, "the member stays in the election it was elected in");
       });
 
