@@ -2,9 +2,11 @@
 // while this member leads, with an AbortSignal that aborts when its term ends
 // (client-go's OnStartedLeading(ctx), node-redlock's using(…, signal)).
 //
-// The signal aborts the moment the member stops believing it leads: on
-// `unelected`, whatever the cause, which by the step-down guarantee is before
-// a successor can be elected. There is one gap no AbortSignal can close: a
+// The signal aborts the moment the member stops believing it leads: just
+// before `unelected`, whatever the cause, which by the step-down guarantee
+// (election.ts) is before a successor can be elected; a key deleted from
+// outside is learnt from a watch, as fast as the successor learns it, not
+// before. There is one gap no AbortSignal can close: a
 // routine whose event loop was blocked (or whose process was frozen) past the
 // lease deadline runs again before the deadline timer does, so before the
 // abort event. `term.isLeader()` reads the deadline on the monotonic clock at

@@ -13,7 +13,7 @@ import { EtcdAdmin } from "./faults/etcd-admin";
 import { BACKENDS } from "./faults/types";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { StoreClients } from "./helpers/store-clients";
-import { exitOrFail, waitFor, withDeadline } from "./helpers/waiting";
+import { deferred, exitOrFail, waitFor, withDeadline } from "./helpers/waiting";
 
 type Election = etcdLeader.Election;
 
@@ -42,7 +42,7 @@ after(async () => {
   exitOrFail();
 });
 
-/** Rejects with `check`'s failure, or resolves once the promise rejected with an error that passes it. */
+/** For assert.rejects: an AbortError (a DOMException, as fetch() gives) whose `cause` passes `cause`. */
 function isAbortError(cause: (cause: unknown) => boolean) {
   return (err: unknown) => {
     assert.ok(err instanceof DOMException, `expected an AbortError DOMException, got ${String(err)}`);
@@ -50,12 +50,6 @@ function isAbortError(cause: (cause: unknown) => boolean) {
     assert.ok(cause((err as { cause?: unknown }).cause), `unexpected cause: ${String((err as { cause?: unknown }).cause)}`);
     return true;
   };
-}
-
-function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
 }
 
 for (const api of BACKENDS) {

@@ -9,7 +9,7 @@ import { EtcdAdmin } from "./faults/etcd-admin";
 import { BACKENDS } from "./faults/types";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { openWatches, StoreClients } from "./helpers/store-clients";
-import { exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
+import { deferred, exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
 
 type Leader = etcdLeader.Leader | undefined;
 
@@ -79,7 +79,7 @@ for (const api of BACKENDS) {
       const reading = (async () => {
         for await (const leader of observer(key)) {
           seen.push(leader);
-          if (seen.length === 1) firstSeen.resolve(undefined);
+          if (seen.length === 1) firstSeen.resolve();
           if (seen.length === expected.length) break;
           await sleep(SLOW_READ_MS);
         }
@@ -166,10 +166,4 @@ for (const api of BACKENDS) {
       assert.equal((await changes.next()).done, true);
     });
   });
-}
-
-function deferred(): { promise: Promise<unknown>; resolve: (value: unknown) => void } {
-  let resolve!: (value: unknown) => void;
-  const promise = new Promise((r) => (resolve = r));
-  return { promise, resolve };
 }
