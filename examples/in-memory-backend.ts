@@ -5,6 +5,9 @@ import etcdLeader = require("etcd-leader");
 
 interface Holder {
   name: string;
+  /** The revision of the write that won the key: the holder's fencing token. */
+  token: number;
+  /** The revision of its latest write. */
   revision: number;
   expiresAt: number;
 }
@@ -65,21 +68,20 @@ export class MemoryBackend implements etcdLeader.ElectionBackend<Won> {
       if (!holder) {
         const sentAt = performance.now();
         const revision = ++this.store.revision;
-        this.store.set({ name: this.name, revision, expiresAt: sentAt + this.ttlMs });
+        this.store.set({ name: this.name, token: revision, revision, expiresAt: sentAt + this.ttlMs });
         return { membership: { id: `key@${revision}`, revision }, token: revision, sentAt, ttlMs: this.ttlMs };
       }
-      onLeader(holder.name);
+      onLeader({ name: holder.name, token: holder.token });
       await this.store.changed(signal, holder.expiresAt - performance.now());
     }
   }
 
   async renew(won: Won) {
     const sentAt = performance.now();
-    if (this.store.current()?.revision !== won.revision) {
-      throw new etcdLeader.MembershipLostError(`${won.id} is no longer ours`);
-    }
+    const holder = this.store.current();
+    if (holder?.revision !== won.revision) throw new etcdLeader.MembershipLostError(`${won.id} is no longer ours`);
     won.revision = ++this.store.revision;
-    this.store.set({ name: this.name, revision: won.revision, expiresAt: sentAt + this.ttlMs });
+    this.store.set({ ...holder, revision: won.revision, expiresAt: sentAt + this.ttlMs });
   }
 
   async awaitLoss(won: Won, signal: AbortSignal) {
@@ -97,8 +99,13 @@ export class MemoryBackend implements etcdLeader.ElectionBackend<Won> {
   async observe(onLeader: etcdLeader.LeaderListener, signal: AbortSignal) {
     for (;;) {
       const holder = this.store.current();
-      onLeader(holder?.name);
+      onLeader(holder && { name: holder.name, token: holder.token });
       await this.store.changed(signal, holder ? holder.expiresAt - performance.now() : 60_000);
     }
+  }
+
+  async readLeader() {
+    const holder = this.store.current();
+    return holder && { name: holder.name, token: holder.token };
   }
 }

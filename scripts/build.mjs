@@ -33,7 +33,15 @@ writeFileSync(
 
 const classes = named.filter((name) => /^[A-Z]/.test(name));
 const functions = named.filter((name) => !/^[A-Z]/.test(name));
-const types = ["ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase", "Membership", "LeaderListener"];
+// Type-only names of the namespace; generic ones with their parameters.
+const types = [
+  "ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase",
+  "ElectionSettings", "ObserverSettings", "ElectionTarget", "WhoLeadsOptions", "WhoLeadsSettings",
+  "StartOptions", "ObserverStartOptions", "Leader", "LeaderChanges",
+  "LeadershipTerm", "LeadershipRoutine<T>", "WhileLeadingOptions", "OnLoss", "WaitOptions",
+  "ElectionState", "StateMessage", "RenewalMessage", "RetryMessage", "ErrorMessage",
+  "Membership", "LeaderListener",
+];
 /** Types generic over the membership a backend holds. */
 const membershipGenerics = ["ElectionBackend", "Claim"];
 writeFileSync(

@@ -50,10 +50,23 @@ export interface Claim<M extends Membership = Membership> {
   readonly ttlMs: number;
 }
 
-/** Called with the current leader's name whenever the backend learns it; undefined when nobody leads. */
-export type LeaderListener = (name: string | undefined) => void;
+/**
+ * Who leads an election: the member's name, and a token that only grows from
+ * one leader to the next (on etcd, the leader's fencing token; on a
+ * race-style store it may be the revision of the leader's latest renewal).
+ */
+export interface Leader {
+  readonly name: string;
+  readonly token: number;
+}
+
+/** Called with the current leader whenever the backend learns it; undefined when nobody leads. */
+export type LeaderListener = (leader: Leader | undefined) => void;
 
 export interface ElectionBackend<M extends Membership = Membership> {
+  /** A short description for logs and diagnostics ("etcd v3 services/billing"); optional. */
+  readonly description?: string;
+
   /**
    * Queue-style stores only: takes a place at the back of the line, held from
    * now on (the state machine renews it). If the signal aborts while the
@@ -96,9 +109,12 @@ export interface ElectionBackend<M extends Membership = Membership> {
   leave(membership: M, signal: AbortSignal): Promise<void>;
 
   /**
-   * Follows who leads without taking part: calls `onLeader` with the leader's
-   * name whenever it changes, until the signal aborts. Throws on store errors;
+   * Follows who leads without taking part: calls `onLeader` with the leader
+   * whenever it changes, until the signal aborts. Throws on store errors;
    * the caller retries.
    */
   observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void>;
+
+  /** One read of who leads now, without taking part; undefined when nobody does. */
+  readLeader(signal: AbortSignal): Promise<Leader | undefined>;
 }

@@ -1,19 +1,25 @@
 // The election state machine: join, wait for the turn, lead, step down, retry,
 // stop, as one plain loop (`campaign`). It knows nothing about the store; a
 // backend (backend.ts) does the store's part. What a term may promise, and
-// why, lives in term.ts.
+// why, lives in term.ts; the scopes and waits built on terms (whileLeading,
+// whenElected) live in scope.ts and until-elected.ts.
 import { EventEmitter } from "eventemitter3";
 import { emitSafely, sleep, untilAborted } from "./abort";
-import type { Claim, ElectionBackend, Membership } from "./backend";
+import type { Claim, ElectionBackend, Leader, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
+import { publishError, publishRenewal, publishRetry, publishState } from "./diagnostics";
+import { defineAsyncDispose } from "./dispose";
 import { ElectionError, MembershipLostError, isMembershipLost, type ElectionPhase } from "./errors";
+import { LeaderFeed, type LeaderChanges } from "./leader-changes";
+import { ElectionStoppedError, LeaseExpiredError, MembershipRemovedError, type LeadershipLostError } from "./leadership-lost";
 import { log } from "./log";
 import type { ResolvedOptions } from "./options";
 import { Renewal } from "./renewal";
-import { LeaseExpiredError, Term } from "./term";
-
-export { LeaseExpiredError } from "./term";
+import { whileLeading, type LeadershipRoutine, type WhileLeadingOptions } from "./scope";
+import { electionState, type CampaignActivity, type ElectionState } from "./state";
+import { Term } from "./term";
+import { whenElected, type LeadershipHost, type Term as LeadershipTerm, type WaitOptions } from "./until-elected";
 
 export interface ElectionEvents {
   /** This member became leader. `token` (the fencing token) is larger than any earlier leader's. */
@@ -24,6 +30,13 @@ export interface ElectionEvents {
   leader: (name: string) => void;
   /** A store request failed. The election carries on by itself; this is for visibility. */
   error: (error: ElectionError) => void;
+}
+
+export { LeaseExpiredError };
+
+export interface StartOptions {
+  /** Ties the election's life to this signal: when it aborts, the election stops (as stop() does). */
+  signal?: AbortSignal | undefined;
 }
 
 /** Aborts a phase when its watches may be stale: start it over without counting a failure. */
@@ -38,7 +51,13 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private term: Term | undefined;
   /** Ends the phase the current term belongs to when its deadline passes. */
   private onTermExpired: ((error: LeaseExpiredError) => void) | undefined;
+  private readonly termListeners = new Set<(term: LeadershipTerm) => void>();
   private leaderName: string | undefined;
+  private readonly leaders = new LeaderFeed();
+  private activity: CampaignActivity = "joining";
+  private reportedState: ElectionState = "stopped";
+  private renewedAt: number | undefined;
+  private detachStartSignal: (() => void) | undefined;
 
   constructor(
     private readonly backend: ElectionBackend<M>,
@@ -51,10 +70,19 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   }
 
   /** Joins the election on the next tick. Calling it while running does nothing. */
-  start(): this {
+  start(options: StartOptions = {}): this {
     if (this.runController) return this;
+    const { signal } = options;
+    if (signal?.aborted) return this;
     const controller = new AbortController();
     this.runController = controller;
+    if (signal) {
+      const onAbort = () => this.stop();
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.detachStartSignal = () => signal.removeEventListener("abort", onAbort);
+    }
+    this.activity = "joining";
+    this.reportState();
     process.nextTick(() => {
       if (controller.signal.aborted) return;
       const campaign = this.campaign(controller.signal);
@@ -73,9 +101,14 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     const controller = this.runController;
     if (!controller) return this;
     this.runController = undefined;
-    controller.abort(new Error("election stopped"));
-    this.stepDown();
+    this.detachStartSignal?.();
+    this.detachStartSignal = undefined;
+    const stopped = new ElectionStoppedError("the election was stopped");
+    controller.abort(stopped);
+    this.stepDown(stopped);
     this.leaderName = undefined;
+    this.leaders.publish(undefined);
+    this.reportState();
     return this;
   }
 
@@ -114,6 +147,63 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     return this.term?.remaining() ?? 0;
   }
 
+  /** What this member is doing: stopped, joining, following, leading or backing-off (see state.ts). */
+  get state(): ElectionState {
+    return electionState(this.isRunning(), this.isLeader(), this.activity);
+  }
+
+  /** When (Date.now() ms) the store last confirmed this member's membership: its creation or a renewal. */
+  get lastRenewedAt(): number | undefined {
+    return this.renewedAt;
+  }
+
+  /**
+   * Runs `routine` while this member leads, with an AbortSignal that aborts
+   * when its term ends, and resolves with what it returns (see scope.ts for
+   * every rule). Joins if not running, and then leaves when done.
+   */
+  whileLeading<T>(routine: LeadershipRoutine<T>, options?: WhileLeadingOptions): Promise<T> {
+    return whileLeading(this.host(), routine, options);
+  }
+
+  /**
+   * Resolves with the fencing token once this member leads (at once if it
+   * does). Joins if not running. Rejects with an AbortError when the signal
+   * aborts or the election stops; if it joined, it has left by then.
+   */
+  whenElected(options?: WaitOptions): Promise<number> {
+    return whenElected(this.host(), options);
+  }
+
+  /**
+   * The leader as this member knows it (itself while it leads), then each
+   * change: `{ name, token }`, or undefined while it knows of no leader.
+   * Unbounded buffer, so a slow reader misses nothing. Ends on `break` or
+   * when the signal aborts (the next read rejects with an AbortError).
+   */
+  leaderChanges(options: WaitOptions = {}): LeaderChanges {
+    return this.leaders.iterate({ signal: options.signal });
+  }
+
+  /** For `await using`: leave() (Symbol.asyncDispose). */
+  declare [Symbol.asyncDispose]: () => Promise<void>;
+
+  private host(): LeadershipHost {
+    return {
+      isRunning: () => this.isRunning(),
+      start: () => void this.start(),
+      leave: () => this.leave(),
+      isLeader: () => this.isLeader(),
+      leaseRemaining: () => this.leaseRemaining(),
+      currentTerm: () => this.term,
+      runSignal: () => this.runController?.signal,
+      onTerm: (listener) => {
+        this.termListeners.add(listener);
+        return () => this.termListeners.delete(listener);
+      },
+    };
+  }
+
   // Every call into the backend is also cut short by its signal here: a
   // backend of the user's own that ignores the signal must not keep stop(),
   // or a renewal's timeout, waiting.
@@ -127,12 +217,18 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
     const hold = (held: Claim<M>) => {
       claim = held;
+      this.renewedAt = Date.now();
       renewal = new Renewal(this.backend, held.membership, this.options, this.clock, {
         renewed: (at) => {
-          if (!signal.aborted) this.term?.extend(at);
+          if (signal.aborted) return;
+          this.term?.extend(at);
+          this.renewalConfirmed(held.membership, at);
         },
         failed: (error, attempt) => {
           if (!signal.aborted) this.report("renew", error, attempt);
+        },
+        retrying: (error, attempt, delayMs) => {
+          if (!signal.aborted) this.retrying("renew", error, attempt, delayMs);
         },
         recovered: () => phase.abort(RESYNC),
         lost: (error) => {
@@ -158,6 +254,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
         const phaseSignal = AbortSignal.any([signal, phase.signal]);
         let step: ElectionPhase = "join";
         try {
+          this.setActivity(claim || !this.backend.join ? "following" : "joining");
           if (membershipLost !== undefined) throw membershipLost;
           if (!claim && this.backend.join) {
             // Not aborted by stop(): the store may create the key even if we
@@ -167,10 +264,15 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
             if (signal.aborted) break;
             log.election("%s joined as %s (token %d)", this.name, joined.membership.id, joined.token);
             backoff.reset();
+            this.setActivity("following");
           }
 
           step = "wait";
-          const turn = await untilAborted("wait", this.backend.awaitTurn(claim, (leader) => this.follow(leader), phaseSignal), phaseSignal);
+          const turn = await untilAborted(
+            "wait",
+            this.backend.awaitTurn(claim, (leader) => this.follow(leader), phaseSignal),
+            phaseSignal,
+          );
           // A race-style store holds nothing for a member until it wins.
           if (!claim) hold(turn);
           backoff.reset();
@@ -188,12 +290,16 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
             continue;
           }
           if (isMembershipLost(reason)) {
-            this.stepDown();
-            log.election("%s lost its membership: %s", this.name, (reason as Error).message);
+            this.stepDown(
+              new MembershipRemovedError(`the store no longer holds this member's membership: ${reason.message}`, {
+                cause: reason,
+              }),
+            );
+            log.election("%s lost its membership: %s", this.name, reason.message);
             dropMembership();
           }
           this.report(step, reason, backoff.attempts + 1);
-          await sleep(this.clock, backoff.next(), signal).catch(() => undefined);
+          await this.backOff(step, reason, backoff, signal);
         } finally {
           phase.abort(new Error("phase over"));
         }
@@ -233,10 +339,11 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     }
   }
 
-  private follow(leader: string | undefined): void {
-    if (leader === undefined || leader === this.leaderName) return;
-    this.leaderName = leader;
-    emitSafely(() => this.emit("leader", leader));
+  private follow(leader: Leader | undefined): void {
+    this.leaders.publish(leader);
+    if (leader === undefined || leader.name === this.leaderName) return;
+    this.leaderName = leader.name;
+    emitSafely(() => this.emit("leader", leader.name));
   }
 
   /**
@@ -250,10 +357,15 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       this.onTermExpired = (error) => phase.abort(error);
       return current.extend(confirmedAt);
     }
-    this.stepDown();
-    this.term = new Term(turn.token, this.clock, this.horizonFor(turn), confirmedAt, (error) => this.expireTerm(error));
+    if (current) this.stepDown(new LeaseExpiredError("the term's deadline passed"));
+    const term = new Term(turn.token, this.clock, this.horizonFor(turn), confirmedAt, (error) => this.expireTerm(error));
+    this.term = term;
     this.onTermExpired = (error) => phase.abort(error);
     this.leaderName = undefined;
+    // The scopes waiting for a term hear first, then the leader feed, then `elected` listeners.
+    for (const listener of [...this.termListeners]) listener(term);
+    this.leaders.publish({ name: this.name, token: turn.token });
+    this.reportState();
     log.election("%s elected (token %d)", this.name, turn.token);
     emitSafely(() => this.emit("elected", turn.token));
   }
@@ -279,16 +391,19 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   private expireTerm(error: LeaseExpiredError): void {
     const expired = this.onTermExpired;
-    this.stepDown();
+    this.stepDown(error);
     expired?.(error);
   }
 
-  private stepDown(): void {
+  /** Ends the term, if any: its signal aborts with `reason` before `unelected` is emitted. */
+  private stepDown(reason: LeadershipLostError): void {
     this.onTermExpired = undefined;
     const term = this.term;
     if (!term) return;
     this.term = undefined;
-    term.end();
+    term.end(reason);
+    this.leaders.publish(undefined);
+    this.reportState();
     log.election("%s unelected", this.name);
     emitSafely(() => this.emit("unelected"));
   }
@@ -296,6 +411,63 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private report(phase: ElectionPhase, error: unknown, attempt: number): void {
     const wrapped = new ElectionError(phase, attempt, error);
     log.election("%s: %s", this.name, wrapped.message);
+    publishError(() => ({ source: this, member: this.name, store: this.store, error: wrapped }));
     emitSafely(() => this.emit("error", wrapped));
   }
+
+  // State and diagnostics: the hooks the campaign above calls.
+
+  private get store(): string {
+    return this.backend.description ?? "custom backend";
+  }
+
+  private setActivity(activity: CampaignActivity): void {
+    this.activity = activity;
+    this.reportState();
+  }
+
+  /** Publishes the state on the diagnostics channel when it differs from the last one published. */
+  private reportState(): void {
+    const to = this.state;
+    const from = this.reportedState;
+    if (to === from) return;
+    this.reportedState = to;
+    publishState(() => ({
+      source: this,
+      member: this.name,
+      store: this.store,
+      from,
+      to,
+      token: to === "leading" ? this.term?.token : undefined,
+    }));
+  }
+
+  private renewalConfirmed(membership: M, sentAt: number): void {
+    this.renewedAt = Date.now();
+    const roundTripMs = this.clock.now() - sentAt;
+    publishRenewal(() => ({
+      source: this,
+      member: this.name,
+      store: this.store,
+      membership: membership.id,
+      roundTripMs,
+      leading: this.isLeader(),
+    }));
+  }
+
+  private retrying(phase: ElectionPhase, error: unknown, attempt: number, delayMs: number): void {
+    publishRetry(() => ({ source: this, member: this.name, store: this.store, phase, attempt, delayMs, error }));
+  }
+
+  /** Waits before the campaign's next try; the signal (stop()) cuts the wait short. */
+  private async backOff(phase: ElectionPhase, error: unknown, backoff: Backoff, signal: AbortSignal): Promise<void> {
+    const delayMs = backoff.next();
+    this.setActivity("backing-off");
+    this.retrying(phase, error, backoff.attempts, delayMs);
+    await sleep(this.clock, delayMs, signal).catch(() => undefined);
+  }
 }
+
+defineAsyncDispose(Election, function (this: Election) {
+  return this.leave();
+});

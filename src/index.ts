@@ -3,27 +3,41 @@
 import { inspect } from "node:util";
 import type * as contract from "./backend";
 import { backendFor } from "./backends/select";
+import * as diagnostics from "./diagnostics";
 import * as election from "./election";
 import * as errors from "./errors";
+import type * as changes from "./leader-changes";
+import * as lost from "./leadership-lost";
 import * as observer from "./observer";
 import { resolveOptions, type ElectionOptions as Options } from "./options";
+import type * as scope from "./scope";
+import * as settings from "./settings";
+import type * as state from "./state";
+import type * as waiting from "./until-elected";
+import * as who from "./who-leads";
 
 
 /**
  * Creates a member of the election at `key`, named `name`, whose membership
  * lives `ttl` seconds without renewal (default 10). Call `.start()` to join.
  *
- * `ttl` may also be an options object, or options may follow it.
+ * `ttl` may also be an options object, or options may follow it. Or pass one
+ * object: `etcdLeader({ client, key, name, ttl, ...options })`.
  */
+function etcdLeader(settings: etcdLeader.ElectionSettings): election.Election;
 function etcdLeader(client: unknown, key: string, name: string, ttl?: number | string, options?: Options): election.Election;
 function etcdLeader(client: unknown, key: string, name: string, options: Options): election.Election;
 function etcdLeader(
   client: unknown,
-  key: string,
-  name: string,
+  key?: string,
+  name?: string,
   ttl?: number | string | Options,
   options?: Options,
 ): election.Election {
+  if (settings.isSettingsObject(client, key)) {
+    const parts = settings.splitSettings(client as settings.ElectionSettings);
+    return etcdLeader(parts.client, parts.key, parts.name!, parts.options);
+  }
   if (!client) throw new Error("etcd is required");
   const electionKey = argument("key", key);
   const memberName = argument("name", name);
@@ -54,9 +68,16 @@ function argument(what: "key" | "name", value: unknown): string {
 namespace etcdLeader {
   /**
    * Follows who leads the election at `key` without joining it: `leader`
-   * events, and `currentLeader()`. Call `.start()` to begin.
+   * events, `currentLeader()`, and `for await (const leader of observer)`.
+   * Call `.start()` to begin (iterating starts it too).
    */
-  export function observe(client: unknown, key: string, options?: Options): observer.LeaderObserver {
+  export function observe(settings: ObserverSettings): observer.LeaderObserver;
+  export function observe(client: unknown, key: string, options?: Options): observer.LeaderObserver;
+  export function observe(client: unknown, key?: string, options?: Options): observer.LeaderObserver {
+    if (settings.isSettingsObject(client, key)) {
+      const parts = settings.splitSettings(client as ObserverSettings);
+      return observe(parts.client, parts.key, parts.options);
+    }
     if (!client) throw new Error("etcd is required");
     const electionKey = argument("key", key);
     const resolved = resolveOptions(undefined, options);
@@ -64,6 +85,24 @@ namespace etcdLeader {
     const backend = backendFor(client, electionKey, "observer", resolved.ttlSeconds);
     return new observer.LeaderObserver(backend, resolved);
   }
+
+  /**
+   * One read of who leads the election at `key`, without joining it:
+   * `{ name, token }`, or undefined while nobody leads.
+   */
+  export function whoLeads(target: WhoLeadsSettings): Promise<Leader | undefined>;
+  export function whoLeads(client: unknown, key: string, options?: WhoLeadsOptions): Promise<Leader | undefined>;
+  export function whoLeads(client: unknown, key?: string, options?: WhoLeadsOptions): Promise<Leader | undefined> {
+    if (settings.isSettingsObject(client, key)) {
+      const { client: c, key: k, options: o } = settings.splitSettings(client as WhoLeadsSettings);
+      return who.whoLeads(c, k, o);
+    }
+    if (!client) throw new Error("etcd is required");
+    return who.whoLeads(client, argument("key", key), options);
+  }
+
+  /** The node:diagnostics_channel names this package publishes on (see diagnostics.ts for the messages). */
+  export const channels = diagnostics.channels;
 
   /**
    * Creates a member of an election on a store of your own: `backend`
@@ -97,6 +136,25 @@ namespace etcdLeader {
   export type ElectionEvents = election.ElectionEvents;
   export type ObserverEvents = observer.ObserverEvents;
   export type ElectionPhase = errors.ElectionPhase;
+  export type ElectionSettings = settings.ElectionSettings;
+  export type ObserverSettings = settings.ObserverSettings;
+  export type ElectionTarget = settings.ElectionTarget;
+  export type WhoLeadsOptions = who.WhoLeadsOptions;
+  export type WhoLeadsSettings = ElectionTarget & WhoLeadsOptions;
+  export type StartOptions = election.StartOptions;
+  export type ObserverStartOptions = observer.ObserverStartOptions;
+  export type Leader = contract.Leader;
+  export type LeaderChanges = changes.LeaderChanges;
+  export type LeadershipTerm = scope.LeadershipTerm;
+  export type LeadershipRoutine<T> = scope.LeadershipRoutine<T>;
+  export type WhileLeadingOptions = scope.WhileLeadingOptions;
+  export type OnLoss = scope.OnLoss;
+  export type WaitOptions = waiting.WaitOptions;
+  export type ElectionState = state.ElectionState;
+  export type StateMessage = diagnostics.StateMessage;
+  export type RenewalMessage = diagnostics.RenewalMessage;
+  export type RetryMessage = diagnostics.RetryMessage;
+  export type ErrorMessage = diagnostics.ErrorMessage;
 
   export import Election = election.Election;
   export import LeaderObserver = observer.LeaderObserver;
@@ -104,6 +162,9 @@ namespace etcdLeader {
   export import MembershipLostError = errors.MembershipLostError;
   export import RequestTimeoutError = errors.RequestTimeoutError;
   export import LeaseExpiredError = election.LeaseExpiredError;
+  export import LeadershipLostError = lost.LeadershipLostError;
+  export import ElectionStoppedError = lost.ElectionStoppedError;
+  export import MembershipRemovedError = lost.MembershipRemovedError;
 }
 
 export = etcdLeader;

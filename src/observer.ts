@@ -2,24 +2,40 @@
 // part in it, for services that only need to know where the leader is.
 import { EventEmitter } from "eventemitter3";
 import { emitSafely, sleep } from "./abort";
-import type { ElectionBackend } from "./backend";
+import type { ElectionBackend, Leader } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
+import { publishError, publishRetry } from "./diagnostics";
+import { defineAsyncDispose } from "./dispose";
 import { ElectionError } from "./errors";
+import { LeaderFeed, type LeaderChanges } from "./leader-changes";
 import { log } from "./log";
 import type { ResolvedOptions } from "./options";
 
+export interface ObserverStartOptions {
+  /** Ties the observer's life to this signal: when it aborts, the observer stops. */
+  signal?: AbortSignal | undefined;
+}
+
 export interface ObserverEvents {
-  /** The leader's name each time it changes; undefined while nobody leads. */
-  leader: (name: string | undefined) => void;
+  /**
+   * The leader's name and fencing token each time the leader changes (another
+   * member, or the same name in a new term); both undefined while nobody leads.
+   */
+  leader: (name: string | undefined, token: number | undefined) => void;
   /** A store request failed; the observer retries by itself. */
   error: (error: ElectionError) => void;
 }
 
 export class LeaderObserver extends EventEmitter<ObserverEvents> {
   private controller: AbortController | undefined;
-  private leaderName: string | undefined;
-  private known = false;
+  private readonly leaders = new LeaderFeed();
+  /** The follow loop under way, for asyncDispose to wait on. */
+  private following: Promise<void> | undefined;
+  private detachStartSignal: (() => void) | undefined;
+  /** Iterators holding the observer open because an iterator started it. */
+  private iterationHolds = 0;
+  private startedByIteration = false;
 
   constructor(
     private readonly backend: ElectionBackend,
@@ -29,19 +45,37 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
     super();
   }
 
-  start(): this {
+  start(options: ObserverStartOptions = {}): this {
+    // Started by hand: an iterator's `break` no longer stops it.
+    this.startedByIteration = false;
     if (this.controller) return this;
+    const { signal } = options;
+    if (signal?.aborted) return this;
     const controller = new AbortController();
     this.controller = controller;
-    process.nextTick(() => void this.follow(controller.signal));
+    if (signal) {
+      const onAbort = () => this.stop();
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.detachStartSignal = () => signal.removeEventListener("abort", onAbort);
+    }
+    process.nextTick(() => {
+      if (controller.signal.aborted) return;
+      const following = this.follow(controller.signal);
+      this.following = following;
+      void following.finally(() => {
+        if (this.following === following) this.following = undefined;
+      });
+    });
     return this;
   }
 
   stop(): this {
     this.controller?.abort(new Error("observer stopped"));
     this.controller = undefined;
-    this.leaderName = undefined;
-    this.known = false;
+    this.detachStartSignal?.();
+    this.detachStartSignal = undefined;
+    this.startedByIteration = false;
+    this.leaders.forget();
     return this;
   }
 
@@ -51,28 +85,68 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
 
   /** The leader's name as last seen; undefined while nobody leads or before the first answer. */
   currentLeader(): string | undefined {
-    return this.leaderName;
+    return this.leaders.latest.leader?.name;
   }
+
+  /**
+   * The leader as last seen (once known), then each change: `{ name, token }`,
+   * or undefined while nobody leads. Unbounded buffer: a slow reader misses
+   * nothing. Starts the observer if it is not running, and then stops it when
+   * the last such iterator ends (`break`, or its signal aborts, after which
+   * the next read rejects with an AbortError).
+   */
+  changes(options: { signal?: AbortSignal | undefined } = {}): LeaderChanges {
+    if (!this.isRunning() && !options.signal?.aborted) {
+      this.start();
+      this.startedByIteration = true;
+    }
+    const holds = this.startedByIteration;
+    if (holds) this.iterationHolds++;
+    return this.leaders.iterate({
+      signal: options.signal,
+      onClose: () => {
+        if (!holds) return;
+        this.iterationHolds--;
+        if (this.iterationHolds === 0 && this.startedByIteration) this.stop();
+      },
+    });
+  }
+
+  /** `for await (const leader of observer)`: see changes(). */
+  [Symbol.asyncIterator](): LeaderChanges {
+    return this.changes();
+  }
+
+  /** For `await using`: stops, and resolves once its watch is released (Symbol.asyncDispose). */
+  declare [Symbol.asyncDispose]: () => Promise<void>;
 
   private async follow(signal: AbortSignal): Promise<void> {
     const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
     while (!signal.aborted) {
       try {
-        await this.backend.observe((name) => {
+        await this.backend.observe((leader: Leader | undefined) => {
           if (signal.aborted) return;
           backoff.reset();
-          if (this.known && name === this.leaderName) return;
-          this.known = true;
-          this.leaderName = name;
-          emitSafely(() => this.emit("leader", name));
+          if (!this.leaders.publish(leader)) return;
+          emitSafely(() => this.emit("leader", leader?.name, leader?.token));
         }, signal);
       } catch (err) {
         if (signal.aborted) return;
         const error = new ElectionError("observe", backoff.attempts + 1, err);
         log.observer("%s", error.message);
+        const store = this.backend.description ?? "custom backend";
+        publishError(() => ({ source: this, member: undefined, store, error }));
         emitSafely(() => this.emit("error", error));
-        await sleep(this.clock, backoff.next(), signal).catch(() => undefined);
+        const delayMs = backoff.next();
+        publishRetry(() => ({ source: this, member: undefined, store, phase: "observe", attempt: backoff.attempts, delayMs, error: err }));
+        await sleep(this.clock, delayMs, signal).catch(() => undefined);
       }
     }
   }
 }
+
+defineAsyncDispose(LeaderObserver, async function (this: LeaderObserver) {
+  this.stop();
+  // The follow loop settles soon after stop(); waiting for it means its watch is gone.
+  await this["following"];
+});

@@ -13,6 +13,8 @@ export interface RenewalListener {
   renewed(sentAt: number): void;
   /** A renewal failed and will be retried. */
   failed(error: unknown, attempt: number): void;
+  /** The next try after a failed renewal is due in `delayMs`. */
+  retrying?(error: unknown, attempt: number, delayMs: number): void;
   /** A renewal succeeded after one or more failures: long-lived watches may have died meanwhile. */
   recovered(): void;
   /** The store no longer holds the membership. Renewal has stopped. */
@@ -61,7 +63,8 @@ export class Renewal<M extends Membership> {
       this.scheduleAfter(sentAt);
       return sentAt;
     } catch (err) {
-      if (!this.stopped && this.timer === undefined) this.schedule(this.backoff.next());
+      // A renewal given up because the caller stopped waiting did not fail: schedule, but report nothing.
+      if (!this.stopped && this.timer === undefined) this.retryAfter(err, !signal.aborted);
       throw err;
     }
   }
@@ -79,8 +82,8 @@ export class Renewal<M extends Membership> {
       this.timer = undefined;
       void this.attempt(this.controller.signal).then(
         (sentAt) => this.scheduleAfter(sentAt),
-        () => {
-          if (!this.stopped && this.timer === undefined) this.schedule(this.backoff.next());
+        (err: unknown) => {
+          if (!this.stopped && this.timer === undefined) this.retryAfter(err, true);
         },
       );
     }, Math.max(0, delay));
@@ -93,6 +96,12 @@ export class Renewal<M extends Membership> {
    */
   private scheduleAfter(sentAt: number): void {
     this.schedule(sentAt + this.options.refreshInterval - this.clock.now());
+  }
+
+  private retryAfter(error: unknown, report: boolean): void {
+    const delayMs = this.backoff.next();
+    if (report) this.listener.retrying?.(error, this.backoff.attempts, delayMs);
+    this.schedule(delayMs);
   }
 
   private cancelTimer(): void {

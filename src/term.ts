@@ -19,21 +19,25 @@
 // A deletion of the membership from outside is the one exception: the leader
 // learns it from a watch, as fast as the successor does, not before.
 import type { Clock } from "./clock";
-
-/** The leader could not confirm its membership in time and had to assume it lost it. */
-export class LeaseExpiredError extends Error {
-  override readonly name = "LeaseExpiredError";
-}
+import { LeaseExpiredError, type LeadershipLostError } from "./leadership-lost";
 
 export class Term {
   private deadline: number;
   private timer: unknown;
   private ended = false;
+  private readonly controller = new AbortController();
+  /**
+   * Aborts when the term ends, with the reason (a LeadershipLostError). Its
+   * abort event runs on the deadline's timer, so a process frozen past the
+   * deadline learns it from `isValid()` first.
+   */
+  readonly signal: AbortSignal = this.controller.signal;
 
   /**
    * Starts a term on a membership whose newest confirmed write was sent at
    * `confirmedSentAt`. Throws LeaseExpiredError if that leaves no time.
-   * `onExpired` runs once if the deadline passes before `end()`.
+   * `onExpired` runs if the deadline passes before `end()`; it must end the
+   * term, with the error it is given.
    */
   constructor(
     readonly token: number,
@@ -45,8 +49,9 @@ export class Term {
   ) {
     this.deadline = confirmedSentAt + horizon;
     if (clock.now() >= this.deadline) {
-      this.ended = true;
-      throw new LeaseExpiredError("the renewal that was to confirm this term came too late");
+      const late = new LeaseExpiredError("the renewal that was to confirm this term came too late");
+      this.end(late);
+      throw late;
     }
     this.arm();
   }
@@ -71,13 +76,15 @@ export class Term {
     this.arm();
   }
 
-  /** Ends the term without `onExpired`; cancels its timer. */
-  end(): void {
+  /** Ends the term without `onExpired`: cancels its timer and aborts its signal with `reason`. */
+  end(reason: LeadershipLostError): void {
+    if (this.ended) return;
     this.ended = true;
     if (this.timer !== undefined) {
       this.clock.clearTimeout(this.timer);
       this.timer = undefined;
     }
+    this.controller.abort(reason);
   }
 
   private arm(): void {
@@ -92,7 +99,6 @@ export class Term {
 
   private expire(): void {
     if (this.ended) return;
-    this.end();
     this.onExpired(
       new LeaseExpiredError(`no renewal was confirmed within ${this.horizon} ms of the last one sent; stepped down`),
     );

@@ -18,6 +18,9 @@ describe("package entry points", () => {
     assert.equal(esm.Election, cjs.Election);
     assert.equal(esm.ElectionError, cjs.ElectionError);
     assert.equal(esm.observe, cjs.observe);
+    assert.equal(esm.whoLeads, cjs.whoLeads);
+    assert.equal(esm.channels, cjs.channels);
+    assert.equal(esm.LeadershipLostError, cjs.LeadershipLostError);
   });
 
   it("ships only the build, the README and the license", () => {

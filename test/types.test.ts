@@ -80,11 +80,126 @@ function typicalUsage(client: unknown): etcdLeader.Election {
   return election;
 }
 
+/** The promise-, signal- and iterator-shaped surface, as a service would use it. Compiled, never called. */
+async function scopedUsage(client: unknown): Promise<void> {
+  const shutdown = new AbortController();
+  const election = etcdLeader({ client, key: "/services/api/leader", name: "api-1", ttl: 10, stepDownMargin: 1_000 });
+  expectType<Equal<typeof election, etcdLeader.Election>>();
+  const settings: etcdLeader.ElectionSettings = { client, key: "/k", name: "n" };
+  etcdLeader(settings);
+  // @ts-expect-error the one-object form needs a name
+  etcdLeader({ client, key: "/k" });
+  // @ts-expect-error options are checked in the one-object form too
+  etcdLeader({ client, key: "/k", name: "n", stepdownMargin: 1 });
+
+  const started: etcdLeader.Election = election.start({ signal: shutdown.signal });
+  void started;
+
+  const result = await election.whileLeading(
+    async (term) => {
+      expectType<Equal<typeof term, etcdLeader.LeadershipTerm>>();
+      const signal: AbortSignal = term.signal;
+      const token: number = term.token;
+      const leading: boolean = term.isLeader();
+      const remaining: number = term.leaseRemaining();
+      void [signal, token, leading, remaining];
+      return 42;
+    },
+    { signal: shutdown.signal, onLoss: "reject" },
+  );
+  expectType<Equal<typeof result, number>>();
+  const onLoss: etcdLeader.OnLoss = "rerun";
+  const options: etcdLeader.WhileLeadingOptions = { onLoss };
+  void options;
+  // @ts-expect-error onLoss is "rerun" or "reject"
+  await election.whileLeading(() => 1, { onLoss: "retry" });
+
+  const token: number = await election.whenElected({ signal: AbortSignal.timeout(1_000) });
+  void token;
+
+  const state: etcdLeader.ElectionState = election.state;
+  const renewedAt: number | undefined = election.lastRenewedAt;
+  void [state, renewedAt];
+  // @ts-expect-error no such state
+  const bad: etcdLeader.ElectionState = "elected";
+  void bad;
+
+  for await (const leader of election.leaderChanges({ signal: shutdown.signal })) {
+    expectType<Equal<typeof leader, etcdLeader.Leader | undefined>>();
+    const name: string | undefined = leader?.name;
+    const leaderToken: number | undefined = leader?.token;
+    void [name, leaderToken];
+  }
+  const changes: etcdLeader.LeaderChanges = election.leaderChanges();
+  const buffered: number = changes.buffered;
+  void buffered;
+
+  // The election's `leader` event is as it was: the name only.
+  // @ts-expect-error an election's `leader` listener gets one argument
+  election.on("leader", (name: string, token: number) => void [name, token]);
+
+  const observer = etcdLeader.observe({ client, key: "/services/api/leader" });
+  etcdLeader.observe(client, "/services/api/leader", { requestTimeout: 1_000 }).start({ signal: shutdown.signal });
+  observer.on("leader", (name, leaderToken) => {
+    expectType<Equal<typeof name, string | undefined>>();
+    expectType<Equal<typeof leaderToken, number | undefined>>();
+  });
+  for await (const leader of observer) {
+    expectType<Equal<typeof leader, etcdLeader.Leader | undefined>>();
+    break;
+  }
+  for await (const leader of observer.changes({ signal: shutdown.signal })) void leader;
+
+  const leader = await etcdLeader.whoLeads(client, "/services/api/leader", { signal: shutdown.signal, requestTimeout: 500 });
+  expectType<Equal<typeof leader, etcdLeader.Leader | undefined>>();
+  await etcdLeader.whoLeads({ client, key: "/services/api/leader" });
+
+  {
+    await using disposable = etcdLeader(client, "/k", "n");
+    await using watching = etcdLeader.observe(client, "/k");
+    void [disposable, watching];
+  }
+  const dispose: () => Promise<void> = election[Symbol.asyncDispose];
+  void dispose;
+
+  const channelName: "etcd-leader:state" = etcdLeader.channels.state;
+  void channelName;
+  const onState = (message: etcdLeader.StateMessage) => {
+    const from: etcdLeader.ElectionState = message.from;
+    const source: etcdLeader.Election = message.source;
+    void [from, source, message.to, message.token, message.member, message.store];
+  };
+  const onRenewal = (message: etcdLeader.RenewalMessage) => void [message.roundTripMs, message.membership, message.leading];
+  const onRetry = (message: etcdLeader.RetryMessage) => {
+    const phase: etcdLeader.ElectionPhase = message.phase;
+    void [phase, message.attempt, message.delayMs, message.error];
+  };
+  const onError = (message: etcdLeader.ErrorMessage) => {
+    const error: etcdLeader.ElectionError = message.error;
+    const source: etcdLeader.Election | etcdLeader.LeaderObserver = message.source;
+    void [error, source];
+  };
+  void [onState, onRenewal, onRetry, onError];
+
+  const reason: unknown = new AbortController().signal.reason;
+  if (reason instanceof etcdLeader.LeadershipLostError) {
+    const lost: Error = reason;
+    void lost;
+  }
+  const stopped: etcdLeader.LeadershipLostError = new etcdLeader.ElectionStoppedError("stopped");
+  const expired: etcdLeader.LeadershipLostError = new etcdLeader.LeaseExpiredError("expired");
+  const removed: etcdLeader.LeadershipLostError = new etcdLeader.MembershipRemovedError("removed");
+  void [stopped, expired, removed];
+}
+
 describe("types", () => {
   it("the typed names exist at run time, and an election is built without touching etcd", () => {
     assert.equal(typeof etcdLeader, "function");
     assert.equal(typeof etcdLeader.observe, "function");
-    for (const name of ["Election", "LeaderObserver", "ElectionError", "MembershipLostError", "RequestTimeoutError", "LeaseExpiredError"] as const) {
+    for (const name of [
+      "Election", "LeaderObserver", "ElectionError", "MembershipLostError", "RequestTimeoutError", "LeaseExpiredError",
+      "LeadershipLostError", "ElectionStoppedError", "MembershipRemovedError", "whoLeads",
+    ] as const) {
       assert.equal(typeof etcdLeader[name], "function", name);
     }
     // Nothing listens on port 9; nothing is sent before start().
@@ -92,5 +207,9 @@ describe("types", () => {
     assert.ok(election instanceof etcdLeader.Election);
     assert.equal(election.isRunning(), false);
     assert.equal(typeof typicalUsage, "function");
+    assert.equal(typeof scopedUsage, "function");
+    assert.equal(typeof election[Symbol.asyncDispose], "function");
+    assert.equal(election.state, "stopped");
+    assert.equal(typeof etcdLeader.channels.renewal, "string");
   });
 });

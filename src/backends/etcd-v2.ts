@@ -18,7 +18,7 @@
 // only grows), and when a watched member goes it checks the next older one
 // with a point read. A listing happens only on joining and when etcd has
 // forgotten the history a watch needs (error 401).
-import type { Claim, ElectionBackend, LeaderListener, Membership } from "../backend";
+import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
 import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
@@ -53,6 +53,7 @@ const NO_CLIENT_RETRIES = { maxRetries: 0 } as const;
 const REMOVALS = new Set(["delete", "expire", "compareAndDelete"]);
 
 export class EtcdV2Backend implements ElectionBackend<V2Membership> {
+  readonly description: string;
   private readonly dir: string;
   /** The directory as etcd names it in answers: one leading slash, none trailing. */
   private readonly dirPath: string;
@@ -65,6 +66,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   ) {
     this.dir = electionDirectory(key);
     this.dirPath = this.dir;
+    this.description = `etcd v2 ${this.dir}`;
   }
 
   async join(signal: AbortSignal): Promise<Claim<V2Membership>> {
@@ -137,7 +139,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       if (position === 0) return;
       membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
       const older = members.slice(0, position);
-      onLeader(older[0]!.name);
+      onLeader(leaderOf(older[0]));
       const outcome = await this.waitForOlderMembers(older, etcdIndex, onLeader, signal);
       if (outcome !== "relist") return this.confirmAlive(membership, outcome.turnAt, signal);
       log.v2("%s: watch history gone, listing again", membership.id);
@@ -191,7 +193,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           if (!(await this.watchEnd(older, "newest", watches))) return { turnAt };
           await this.watchEnd(older, "oldest", watches);
         }
-        onLeader(older[0]!.name);
+        onLeader(leaderOf(older[0]));
       }
     } finally {
       watches.close();
@@ -247,7 +249,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       const { members, etcdIndex } = await this.list(signal);
       if (etcdIndex === 0) throw new Error("etcd did not say which index its answer is at; cannot watch");
       const line = new Map(members.map((m) => [m.key, m]));
-      onLeader(oldest(line)?.name);
+      onLeader(leaderOf(oldest(line)));
       let from = etcdIndex + 1;
       for (;;) {
         const event = await this.watch(this.dir, from, true, signal);
@@ -263,9 +265,14 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         } else {
           continue;
         }
-        onLeader(oldest(line)?.name);
+        onLeader(leaderOf(oldest(line)));
       }
     }
+  }
+
+  async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
+    const { members } = await this.list(signal);
+    return leaderOf(members[0]);
   }
 
   /** The members of the election, oldest first, and the etcd index of the listing. */
@@ -433,6 +440,11 @@ function isMembershipNode(node: V2Node, dirPath: string): boolean {
   if (node.dir || typeof node.value !== "string") return false;
   const prefix = `${dirPath}/`;
   return node.key.startsWith(prefix) && /^\d{20}$/.test(node.key.slice(prefix.length));
+}
+
+/** A member as the leader it is: its name and its fencing token. */
+function leaderOf(member: Member | undefined): Leader | undefined {
+  return member && { name: member.name, token: member.createdIndex };
 }
 
 function oldest(line: Map<string, Member>): Member | undefined {

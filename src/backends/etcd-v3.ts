@@ -43,7 +43,7 @@
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
-import type { Claim, ElectionBackend, LeaderListener, Membership } from "../backend";
+import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
 import {
@@ -76,6 +76,7 @@ interface Member {
 }
 
 export class EtcdV3Backend implements ElectionBackend<V3Membership> {
+  readonly description: string;
   /** `<key>/`, which every member key starts with. */
   private readonly prefix: string;
 
@@ -86,6 +87,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     private readonly ttlSeconds: number,
   ) {
     this.prefix = `${key}/`;
+    this.description = `etcd v3 ${key}`;
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
@@ -155,7 +157,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
     membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
     if (older.length === 0) return;
-    onLeader(older[0]!.name);
+    onLeader(leaderOf(older[0]));
     await this.waitForOlderMembers(membership, older, revision, onLeader, signal);
     await this.confirmAlive(membership, signal);
   }
@@ -236,7 +238,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           // etcd's Proclaim: a member changed its value in place.
           member.name = kv.value.toString();
           member.seenAt = Number(kv.mod_revision);
-          if (member === leader) onLeader(leader.name);
+          if (member === leader) onLeader(leaderOf(leader));
           continue;
         }
         const position = older.indexOf(member);
@@ -251,7 +253,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         const oldest = (await this.nextAlive(older, "oldest", [predecessor, leader], signal))!;
         if (oldest !== leader) {
           leader = oldest;
-          onLeader(leader.name);
+          onLeader(leaderOf(leader));
         }
         watchLeader();
       }
@@ -321,7 +323,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     let { leader, revision } = await this.leaderAt(signal);
-    onLeader(leader?.name);
+    onLeader(leaderOf(leader));
     const watches = new Watches<"line">(this.client, signal);
     try {
       watches.add("line", { prefix: this.prefix }, revision + 1);
@@ -331,15 +333,19 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         if (!this.isMemberKey(key)) continue;
         if (type === "put") {
           // The first key into an empty line leads; a put on the leader's key renames it.
-          if (!leader || key === leader.key) onLeader((leader = toMember(kv)).name);
+          if (!leader || key === leader.key) onLeader(leaderOf((leader = toMember(kv))));
         } else if (key === leader?.key) {
           ({ leader } = await this.leaderAt(signal, Number(kv.mod_revision)));
-          onLeader(leader?.name);
+          onLeader(leaderOf(leader));
         }
       }
     } finally {
       watches.close();
     }
+  }
+
+  async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
+    return leaderOf((await this.leaderAt(signal)).leader);
   }
 
   /**
@@ -393,6 +399,11 @@ function leaseHex(leaseId: string): string {
  */
 function isLeaseHex(suffix: string): boolean {
   return /^(?:[1-9a-f][0-9a-f]{0,14}|[1-7][0-9a-f]{15})$/.test(suffix);
+}
+
+/** A member as the leader it is: its name and its fencing token. */
+function leaderOf(member: Member | undefined): Leader | undefined {
+  return member && { name: member.name, token: member.createRevision };
 }
 
 function toMember(kv: IKeyValue, seenAt = Number(kv.mod_revision)): Member {

@@ -20,15 +20,30 @@ export interface MemberConfig {
   ttl: number;
   /** Passed to etcdLeader as its options argument (refreshInterval, stepDownMargin, …, in ms). */
   options?: Record<string, unknown>;
+  /** What the member does (see test/fixtures/member.ts): "events" (default), "lead" or "abandon-wait". */
+  mode?: "events" | "lead" | "abandon-wait";
+  /** In "lead" mode: whileLeading's onLoss. */
+  onLoss?: "rerun" | "reject";
+  /** In "lead" mode: the routine keeps running after its signal aborts, until the "finish" command. */
+  ignoreSignal?: boolean;
 }
 
 /** What a member process reports: the history events plus the ones only tests care about. */
 export type MemberEvent =
   | HistoryEvent
   | { type: "leader"; at: number; name: string }
-  | { type: "left"; at: number };
+  | { type: "left"; at: number }
+  | RoutineEvent
+  | { type: "scope-settled"; at: number; outcome: "resolved" | "rejected"; error?: string; cause?: string }
+  | { type: "wait-resolved"; at: number; token: number }
+  | { type: "wait-rejected"; at: number; error: string; cause?: string };
 
-export type MemberCommand = "start" | "stop" | "leave" | "exit";
+/** What a routine run by whileLeading() reports in "lead" mode. */
+export type RoutineEvent =
+  | { type: "routine-start" | "act" | "act-refused" | "routine-end"; at: number; token: number }
+  | { type: "routine-abort"; at: number; token: number; reason: string };
+
+export type MemberCommand = "start" | "stop" | "leave" | "exit" | "finish";
 
 const FIXTURE = join(__dirname, "..", "fixtures", "member.ts");
 const REPO_ROOT = join(__dirname, "..", "..");
@@ -283,6 +298,8 @@ process.on("exit", () => {
   for (const member of running) member.killNow();
 });
 
+const HISTORY_TYPES = new Set<string>(["elected", "unelected", "believed", "error", "crash", "exit"] satisfies HistoryEvent["type"][]);
+
 function isHistoryEvent(event: MemberEvent): event is HistoryEvent {
-  return event.type !== "leader" && event.type !== "left";
+  return HISTORY_TYPES.has(event.type);
 }

@@ -1,6 +1,6 @@
 // A backend whose every answer the test decides, for the state machine's
 // timer logic only. Tests of behaviour against a store use a real etcd.
-import type { Claim, ElectionBackend, LeaderListener, Membership } from "../../src/backend";
+import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../src/backend";
 import { MembershipLostError } from "../../src/errors";
 
 import type { Clock } from "../../src/clock";
@@ -68,7 +68,7 @@ export class ScriptedBackend implements ElectionBackend {
 
   async awaitTurn(joined: Claim | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim> {
     if (!this.firstInLine) {
-      onLeader("someone-else");
+      onLeader({ name: "someone-else", token: 1 });
       await this.pending(this.turnWaiters, signal);
     }
     if (joined) return joined;
@@ -86,6 +86,10 @@ export class ScriptedBackend implements ElectionBackend {
 
   observe(_onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     return this.pending([], signal);
+  }
+
+  async readLeader(): Promise<Leader | undefined> {
+    return this.firstInLine ? { name: "me", token: this.joins * 10 } : { name: "someone-else", token: 1 };
   }
 
   grantTurn(): void {

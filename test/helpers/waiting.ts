@@ -37,3 +37,10 @@ export function exitOrFail(): void {
     process.exit(1);
   }, 5_000).unref();
 }
+
+/** A promise and the function that resolves it, for a test to hand a moment from one place to another. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}

@@ -1,0 +1,30 @@
+// "Who leads, once": one read of an election's leader without joining it or
+// following it. Every backend answers it (ElectionBackend.readLeader).
+import type { Leader } from "./backend";
+import { backendFor } from "./backends/select";
+import { abortError } from "./leadership-lost";
+import { resolveOptions, type ElectionOptions } from "./options";
+
+export interface WhoLeadsOptions extends Pick<ElectionOptions, "requestTimeout"> {
+  /** Gives up: the promise rejects with an AbortError whose `cause` is the signal's reason. */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * The leader of the election at `key`, or undefined while nobody leads.
+ * Bounded by the request timeout. The client and key are checked by the caller.
+ */
+export async function whoLeads(client: unknown, key: string, options: WhoLeadsOptions = {}): Promise<Leader | undefined> {
+  const { signal, ...tuning } = options;
+  const resolved = resolveOptions(undefined, tuning);
+  if (signal?.aborted) throw abortError(signal.reason);
+  // The name is never written: a read holds no membership.
+  const backend = backendFor(client, key, "observer", resolved.ttlSeconds);
+  const timeout = AbortSignal.timeout(resolved.requestTimeout);
+  try {
+    return await backend.readLeader(signal ? AbortSignal.any([signal, timeout]) : timeout);
+  } catch (err) {
+    if (signal?.aborted) throw abortError(signal.reason);
+    throw err;
+  }
+}
