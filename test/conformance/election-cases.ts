@@ -98,19 +98,28 @@ export function electionCases(harness: Harness): void {
       assertOneLeaderAtATime(members);
     });
 
+    /**
+     * a leads and b follows; `fault` strikes a. Returns once b leads, having
+     * checked that a stepped down exactly once, within a TTL of the fault.
+     */
+    async function failOver(label: string, fault: (name: string) => Promise<void>) {
+      const store = await harness.election(label);
+      const a = await harness.leader("a");
+      const b = await harness.follower("b", "a");
+      const faultAt = performance.now();
+      await fault("a");
+      await waitFor("b to lead", LIVENESS_MS, () => b.election.isLeader());
+      assert.equal(a.count("unelected"), 1);
+      assert.ok(a.last("unelected") - faultAt <= TTL_MS, "a stepped down within a TTL of the fault");
+      return { store, a, b };
+    }
+
     it(
       "a leader whose membership is deleted from outside steps down no later than its successor is elected, and campaigns again",
       harness.needs("deleteMember"),
       async () => {
-        const store = await harness.election("deleted-leader");
-        const a = await harness.leader("a");
-        const b = await harness.follower("b", "a");
-
-        await store.deleteMember!("a");
-        await waitFor("b to lead", LIVENESS_MS, () => b.election.isLeader());
+        const { a, b } = await failOver("deleted-leader", (name) => harness.store.deleteMember!(name));
         await waitFor("a to follow b", LIVENESS_MS, () => a.election.currentLeader() === "b");
-
-        assert.equal(a.count("unelected"), 1);
         assert.ok(a.last("unelected") <= b.last("elected") + WATCH_DELIVERY_MS, "a stepped down with b's election at the latest");
         assert.ok(a.election.isRunning(), "a lost membership is not fatal");
         await b.election.leave();
@@ -144,16 +153,7 @@ export function electionCases(harness: Harness): void {
       "a leader whose membership expires steps down by its deadline, no later than its successor is elected",
       harness.needs("expireMember"),
       async () => {
-        const store = await harness.election("expired-leader");
-        const a = await harness.leader("a");
-        const b = await harness.follower("b", "a");
-
-        const expiredAt = performance.now();
-        await store.expireMember!("a");
-        await waitFor("b to lead", LIVENESS_MS, () => b.election.isLeader());
-
-        assert.equal(a.count("unelected"), 1);
-        assert.ok(a.last("unelected") - expiredAt <= TTL_MS, "a stepped down within a TTL of the expiry");
+        const { a, b } = await failOver("expired-leader", (name) => harness.store.expireMember!(name));
         assert.ok(a.last("unelected") <= b.last("elected") + WATCH_DELIVERY_MS, "a stepped down with b's election at the latest");
         await waitFor("a to follow b", LIVENESS_MS, () => a.election.currentLeader() === "b");
         assertOneLeaderAtATime([a, b], WATCH_DELIVERY_MS);
@@ -164,17 +164,8 @@ export function electionCases(harness: Harness): void {
       "a leader cut off from the store steps down before its successor is elected, and keeps running",
       harness.needs("cutConnection"),
       async () => {
-        const store = await harness.election("cut-leader");
-        const a = await harness.leader("a");
-        const b = await harness.follower("b", "a");
-
-        const cutAt = performance.now();
-        await store.cutConnection!("a");
-        await waitFor("b to lead", LIVENESS_MS, () => b.election.isLeader());
-
-        assert.equal(a.count("unelected"), 1);
+        const { store, a, b } = await failOver("cut-leader", (name) => harness.store.cutConnection!(name));
         assert.ok(a.last("unelected") < b.last("elected"), "a stepped down before b was elected");
-        assert.ok(a.last("unelected") - cutAt <= TTL_MS, "a stepped down within a TTL of the cut");
         assert.ok(a.election.isRunning());
         assert.ok(a.count("error") > 0, "a reported the requests that went unanswered");
         assert.equal(await store.readLeader(), "b");
