@@ -73,6 +73,7 @@ export async function run(
   // Aborted by SIGINT/SIGTERM, or by an end hook that failed: either way the member leaves.
   const stopping = new AbortController();
   const onShutdown = () => stopping.abort(shutdown.reason);
+  let endHookFailure: EndHookFailed | undefined;
   shutdown.addEventListener("abort", onShutdown, { once: true });
 
   const term = async ({ signal, token }: etcdLeader.LeadershipTerm): Promise<number> => {
@@ -90,7 +91,9 @@ export async function run(
   };
 
   const endOfTerm = async (env: NodeJS.ProcessEnv) => {
-    if (!(await hooks.end(env))) stopping.abort(new EndHookFailed());
+    if (await hooks.end(env)) return;
+    endHookFailure ??= new EndHookFailed();
+    stopping.abort(endHookFailure);
   };
 
   const runCommand = async (env: NodeJS.ProcessEnv, signal: AbortSignal): Promise<number> => {
@@ -147,7 +150,7 @@ export async function run(
       }
     }
     reporter.state("left", `${name} left the election at ${key}`);
-    if (stopping.signal.reason instanceof EndHookFailed) throw stopping.signal.reason;
+    if (endHookFailure) throw endHookFailure;
     return EXIT.ok;
   } finally {
     shutdown.removeEventListener("abort", onShutdown);
