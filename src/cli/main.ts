@@ -66,7 +66,7 @@ export async function main(argv: string[], shutdown: AbortSignal): Promise<numbe
     return commandName === undefined ? EXIT.usage : EXIT.ok;
   }
   if (commandName === "--version") {
-    process.stdout.write(`${require("../../package.json").version}\n`);
+    process.stdout.write(`${require("etcd-leader/package.json").version}\n`);
     return EXIT.ok;
   }
   if (!(commandName in COMMANDS)) {
