@@ -4,36 +4,23 @@
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { after, afterEach, before, describe, it } from "node:test";
-import { CHILD, CommandLog, killAllClis, startCli } from "./helpers/cli-process";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { exitOrFail, sleep, waitFor } from "./helpers/waiting";
+import { afterEach, describe, it } from "node:test";
+import { CHILD, startCli, useCliTestEnvironment } from "./helpers/cli-process";
+import { sleep, waitFor } from "./helpers/waiting";
 
 const START_MS = 30_000;
 
-let etcd: EtcdCluster;
-const logs: CommandLog[] = [];
 const ctls = new Set<ChildProcess>();
+const { endpoint, newLog } = useCliTestEnvironment();
 
-before(async () => {
-  etcd = await startEtcd();
-});
-
-afterEach(async () => {
-  await killAllClis();
+afterEach(() => {
   for (const ctl of ctls) ctl.kill("SIGKILL");
   ctls.clear();
 });
 
-after(async () => {
-  await etcd?.close();
-  for (const log of logs) log.remove();
-  exitOrFail();
-});
-
 /** `etcdctl elect key proposal`, with when it printed its election. */
 function elect(key: string, proposal: string): { ctl: ChildProcess; electedAt: () => number | undefined; exited: Promise<number | null> } {
-  const ctl = spawn("etcdctl", [`--endpoints=${etcd.clientUrls[0]}`, "elect", key, proposal], { stdio: ["ignore", "pipe", "pipe"] });
+  const ctl = spawn("etcdctl", [`--endpoints=${endpoint()}`, "elect", key, proposal], { stdio: ["ignore", "pipe", "pipe"] });
   ctls.add(ctl);
   let electedAt: number | undefined;
   ctl.stdout!.on("data", (chunk: Buffer) => {
@@ -46,9 +33,8 @@ function elect(key: string, proposal: string): { ctl: ChildProcess; electedAt: (
 describe("etcd-leader run and etcdctl elect on one key (v3)", { timeout: 90_000 }, () => {
   it("etcdctl waits while run's command runs, and leads only after the command was stopped", async () => {
     const key = `/cli-etcdctl/${randomUUID()}`;
-    const log = new CommandLog();
-    logs.push(log);
-    const a = startCli(["run", "--json", "--endpoints", etcd.clientUrls[0]!, "--ttl", "2", "--name", "a", key, "--", process.execPath, CHILD, log.path]);
+    const log = newLog();
+    const a = startCli(["run", "--json", "--endpoints", endpoint(), "--ttl", "2", "--name", "a", key, "--", process.execPath, CHILD, log.path]);
     await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
     const ctl = elect(key, "ctl");
     await sleep(2_000);
@@ -64,11 +50,10 @@ describe("etcd-leader run and etcdctl elect on one key (v3)", { timeout: 90_000 
 
   it("run waits while etcdctl leads, names it, and starts its command only after etcdctl resigned", async () => {
     const key = `/cli-etcdctl/${randomUUID()}`;
-    const log = new CommandLog();
-    logs.push(log);
+    const log = newLog();
     const ctl = elect(key, "ctl");
     await waitFor("etcdctl to be elected", START_MS, () => ctl.electedAt());
-    const b = startCli(["run", "--json", "--endpoints", etcd.clientUrls[0]!, "--ttl", "2", "--name", "b", key, "--", process.execPath, CHILD, log.path]);
+    const b = startCli(["run", "--json", "--endpoints", endpoint(), "--ttl", "2", "--name", "b", key, "--", process.execPath, CHILD, log.path]);
     const following = await b.waitForEvent("leader", START_MS);
     assert.equal(following.leader, "ctl");
     await sleep(2_000);

@@ -6,37 +6,13 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { after, afterEach, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { BACKENDS } from "./faults/types";
-import { CHILD, CommandLog, killAllClis, runCli, startCli } from "./helpers/cli-process";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { exitOrFail } from "./helpers/waiting";
+import { CHILD, CommandLog, runCli, startCli, useCliTestEnvironment } from "./helpers/cli-process";
 
 const START_MS = 30_000;
 
-let etcd: EtcdCluster;
-const logs: CommandLog[] = [];
-
-before(async () => {
-  etcd = await startEtcd();
-});
-
-afterEach(async () => {
-  await killAllClis();
-});
-
-after(async () => {
-  await killAllClis();
-  await etcd?.close();
-  for (const log of logs) log.remove();
-  exitOrFail();
-});
-
-function newLog(): CommandLog {
-  const log = new CommandLog();
-  logs.push(log);
-  return log;
-}
+const { endpoint, newLog } = useCliTestEnvironment();
 
 /** A hook that appends `event` to the log, as the command does, and exits with `code`. */
 function hook(log: CommandLog, event: string, code = 0): string {
@@ -44,7 +20,7 @@ function hook(log: CommandLog, event: string, code = 0): string {
 }
 
 function base(api: string, name: string): string[] {
-  return ["run", "--json", "--api", api, "--endpoints", etcd.clientUrls[0]!, "--ttl", "2", "--name", name];
+  return ["run", "--json", "--api", api, "--endpoints", endpoint(), "--ttl", "2", "--name", name];
 }
 
 for (const api of BACKENDS) {
@@ -93,7 +69,7 @@ for (const api of BACKENDS) {
       assert.equal(log.records().filter((r) => r.event === "end").length, 3, "three tries");
       assert.ok(a.stderr.some((line) => line.includes("the on-unelected hook still failed after its retries")), a.output());
       assert.ok(!a.stderr.some((line) => /^\s+at /.test(line)), "no stack trace");
-      const who = await runCli(["who", "--api", api, "--endpoints", etcd.clientUrls[0]!, key]);
+      const who = await runCli(["who", "--api", api, "--endpoints", endpoint(), key]);
       assert.equal(who.code, 3, "the member left");
     });
   });
@@ -105,7 +81,7 @@ describe("etcd-leader run with hooks, leadership lost (v3)", { timeout: 60_000 }
     const log = newLog();
     const a = startCli([...base("v3", "a"), "--on-elected", hook(log, "begin"), "--on-unelected", hook(log, "end", 1), "--hook-retries", "0", key]);
     await log.waitFor("the begin hook", START_MS, (r) => r.find((x) => x.event === "begin"));
-    const del = spawnSync("etcdctl", [`--endpoints=${etcd.clientUrls[0]}`, "del", "--prefix", `${key}/`], { encoding: "utf8" });
+    const del = spawnSync("etcdctl", [`--endpoints=${endpoint()}`, "del", "--prefix", `${key}/`], { encoding: "utf8" });
     assert.equal(del.status, 0, del.stderr);
     const { code } = await a.exited;
     assert.equal(code, 75, a.output());

@@ -9,46 +9,30 @@
 // handler, and from that SIGTERM to the successor's command start.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { after, afterEach, before, describe, it } from "node:test";
+import { afterEach, describe, it } from "node:test";
 import { BACKENDS } from "./faults/types";
-import { CHILD, CommandLog, killAllClis, overlaps, startCli, type CliProcess } from "./helpers/cli-process";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { CHILD, overlaps, startCli, useCliTestEnvironment, type CliProcess } from "./helpers/cli-process";
 import { FaultProxy } from "./helpers/fault-proxy";
-import { exitOrFail } from "./helpers/waiting";
 
 const RUNS = Math.max(1, Number(process.env.CLI_PARTITION_RUNS ?? 10));
 const START_MS = 30_000;
 const FAILOVER_MS = 15_000;
 
-let etcd: EtcdCluster;
 const proxies: FaultProxy[] = [];
-const logs: CommandLog[] = [];
-
-before(async () => {
-  etcd = await startEtcd();
-});
+const { etcd, newLog } = useCliTestEnvironment();
 
 afterEach(async () => {
-  await killAllClis();
   await Promise.all(proxies.splice(0).map((proxy) => proxy.close()));
-});
-
-after(async () => {
-  await killAllClis();
-  await etcd?.close();
-  for (const log of logs) log.remove();
-  exitOrFail();
 });
 
 for (const api of BACKENDS) {
   describe(`etcd-leader run, leader cut off at a proxy (${api})`, { timeout: 60_000 + RUNS * 30_000 }, () => {
     it(`the cut leader's command gets SIGTERM before the other's command starts, in each of ${RUNS} runs`, async (t) => {
       const key = `/cli-partition/${randomUUID()}`;
-      const log = new CommandLog();
-      logs.push(log);
+      const log = newLog();
       const members: { name: string; proxy: FaultProxy; cli: CliProcess }[] = [];
       for (const name of ["a", "b"]) {
-        const proxy = await FaultProxy.start({ upstream: etcd.hostPorts[0]! });
+        const proxy = await FaultProxy.start({ upstream: etcd().hostPorts[0]! });
         proxies.push(proxy);
         const args = ["run", "--json", "--api", api, "--endpoints", proxy.url, "--ttl", "2", "--grace", "1", "--name", name, key, "--", process.execPath, CHILD, log.path];
         members.push({ name, proxy, cli: startCli(args) });

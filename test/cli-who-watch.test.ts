@@ -3,35 +3,17 @@
 // that nobody leads (exit 3); watch prints every change as it happens.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { after, afterEach, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { BACKENDS } from "./faults/types";
-import { CHILD, CommandLog, killAllClis, runCli, startCli } from "./helpers/cli-process";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { exitOrFail } from "./helpers/waiting";
+import { CHILD, runCli, startCli, useCliTestEnvironment } from "./helpers/cli-process";
 
 const START_MS = 30_000;
 
-let etcd: EtcdCluster;
-const logs: CommandLog[] = [];
-
-before(async () => {
-  etcd = await startEtcd();
-});
-
-afterEach(async () => {
-  await killAllClis();
-});
-
-after(async () => {
-  await killAllClis();
-  await etcd?.close();
-  for (const log of logs) log.remove();
-  exitOrFail();
-});
+const { endpoint, newLog } = useCliTestEnvironment();
 
 for (const api of BACKENDS) {
   describe(`etcd-leader who and watch (${api})`, { timeout: 120_000 }, () => {
-    const connection = () => ["--api", api, "--endpoints", etcd.clientUrls[0]!];
+    const connection = () => ["--api", api, "--endpoints", endpoint()];
 
     it("who prints the leader and its fencing token, or that nobody leads (exit 3), in both formats", async () => {
       const key = `/cli-who/${randomUUID()}`;
@@ -42,8 +24,7 @@ for (const api of BACKENDS) {
       assert.equal(nobodyJson.code, 3);
       assert.deepEqual(JSON.parse(nobodyJson.stdout), { key, leader: null });
 
-      const log = new CommandLog();
-      logs.push(log);
+      const log = newLog();
       const a = startCli(["run", "--json", ...connection(), "--ttl", "2", "--name", "worker-a", key, "--", process.execPath, CHILD, log.path]);
       const elected = await a.waitForEvent("elected", START_MS);
       const readable = await runCli(["who", ...connection(), key]);
@@ -59,8 +40,7 @@ for (const api of BACKENDS) {
     for (const format of ["readable", "json"] as const) {
       it(`watch prints each change of leader as it happens (${format})`, async () => {
         const key = `/cli-watch/${randomUUID()}`;
-        const log = new CommandLog();
-        logs.push(log);
+        const log = newLog();
         const watcher = startCli(["watch", ...(format === "json" ? ["--json"] : []), ...connection(), key]);
         const lines = () => watcher.stdout.map((line) => (format === "json" ? describeJson(line) : line.replace(/^\S+ /, "")));
         const run = (name: string) =>

@@ -8,7 +8,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { sleep } from "./waiting";
+import { after, afterEach, before } from "node:test";
+import { startEtcd, type EtcdCluster } from "./etcd-server";
+import { exitOrFail, sleep } from "./waiting";
 
 const REPO_ROOT = join(__dirname, "..", "..");
 const MAIN = join(REPO_ROOT, "src", "cli", "main.ts");
@@ -128,7 +130,8 @@ export async function killAllClis(): Promise<void> {
 
 /** One line of the shared command log (test/fixtures/cli-child.cjs). */
 export interface ChildRecord {
-  event: "start" | "sigterm" | "exit";
+  /** The command's own events, and "begin" and "end" from the hooks of test/cli-hooks.test.ts. */
+  event: "start" | "sigterm" | "exit" | "begin" | "end";
   name: string;
   token: number;
   pid: number;
@@ -200,4 +203,41 @@ export function overlaps(records: ChildRecord[], now = Date.now()): string[] {
     if (!latest || span.to > latest.to) latest = span;
   }
   return problems;
+}
+
+/**
+ * The hooks every CLI test file needs: one etcd for the file, every CLI
+ * SIGKILLed after each test, the command logs removed at the end, and the
+ * test process made to exit. `onEnd` runs before etcd stops.
+ */
+export function useCliTestEnvironment(onEnd: () => void | Promise<void> = () => undefined): {
+  etcd: () => EtcdCluster;
+  /** The etcd's client URL, for --endpoints. */
+  endpoint: () => string;
+  newLog: () => CommandLog;
+} {
+  let etcd: EtcdCluster | undefined;
+  const logs: CommandLog[] = [];
+  before(async () => {
+    etcd = await startEtcd();
+  });
+  afterEach(async () => {
+    await killAllClis();
+  });
+  after(async () => {
+    await killAllClis();
+    await onEnd();
+    await etcd?.close();
+    for (const log of logs) log.remove();
+    exitOrFail();
+  });
+  return {
+    etcd: () => etcd!,
+    endpoint: () => etcd!.clientUrls[0]!,
+    newLog: () => {
+      const log = new CommandLog();
+      logs.push(log);
+      return log;
+    },
+  };
 }
