@@ -10,6 +10,9 @@ export class OrphanGuard {
     // Run from the build (.js) or from source under tsx (.ts, with the same --import).
     const script = join(__dirname, `orphan-guard${extname(__filename)}`);
     const guard = spawn(process.execPath, [...process.execArgv, script], {
+      // A process group of its own: a signal to the CLI's whole group (a
+      // supervisor's SIGKILL included) must not take the guard with it.
+      detached: true,
       stdio: ["pipe", "ignore", "inherit"],
     });
     guard.on("error", () => undefined);

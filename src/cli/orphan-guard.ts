@@ -10,9 +10,9 @@
 // it for a CLI that is gone: the guard sends each watched group its stop
 // signal at once (the CLI died at or before its lease deadline, so this is
 // the earliest anyone could stop the command), SIGKILLs what is left after
-// the grace period, and exits. It ignores SIGINT, SIGTERM and SIGHUP, which a
-// terminal or a supervisor sends to the CLI's whole process group: its one
-// job is to act when the CLI is gone.
+// the grace period, and exits. It runs in a process group of its own, so that
+// a signal to the CLI's group does not reach it, and ignores SIGINT, SIGTERM
+// and SIGHUP should one come anyway: its one job is to act when the CLI is gone.
 import { createInterface } from "node:readline";
 
 interface Watched {
