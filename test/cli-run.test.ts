@@ -79,6 +79,18 @@ for (const api of BACKENDS) {
       }
     });
 
+    it("SIGKILL to the leading CLI's whole process group: the orphan guard, in a group of its own, still stops the command", async () => {
+      const key = `/cli/${randomUUID()}`;
+      const log = newLog();
+      const a = startCli(runArgs(api, key, "a", log), {}, true);
+      const aStart = await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
+      a.killGroup("SIGKILL");
+      // Not a.exited: the orphaned command holds the CLI's stdout open until it is stopped.
+      await waitFor("a to die", 10_000, () => !a.running);
+      await log.waitFor("a's command stopped", 10_000, (r) => r.find((x) => x.event === "sigterm" && x.pid === aStart.pid));
+      await waitFor("a's command to be gone", 5_000, () => !alive(aStart.pid));
+    });
+
     it("a command that exits by itself ends the CLI with its code, after leaving the election", async () => {
       const key = `/cli/${randomUUID()}`;
       const log = newLog();

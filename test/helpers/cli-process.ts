@@ -33,10 +33,12 @@ export class CliProcess {
   private readonly child: ChildProcessWithoutNullStreams;
   private readonly listeners = new Set<() => void>();
 
-  constructor(readonly args: string[], env: NodeJS.ProcessEnv = {}) {
+  /** `ownGroup`: start the CLI as the leader of a process group of its own, as a supervisor or a shell would. */
+  constructor(readonly args: string[], env: NodeJS.ProcessEnv = {}, ownGroup = false) {
     this.child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...env },
+      detached: ownGroup,
     }) as ChildProcessWithoutNullStreams;
     this.child.stdin.end();
     running.add(this);
@@ -77,6 +79,15 @@ export class CliProcess {
     if (this.running) this.child.kill(signal);
   }
 
+  /** Signals the CLI's whole process group (started with `ownGroup`). */
+  killGroup(signal: NodeJS.Signals): void {
+    try {
+      process.kill(-this.pid, signal);
+    } catch {
+      // gone already
+    }
+  }
+
   /** The first event named `event` (from index `from`), waiting up to `timeoutMs`. */
   waitForEvent(event: string, timeoutMs: number, from = 0): Promise<CliEvent> {
     return this.waitUntil(`event ${event}`, timeoutMs, () => this.events.slice(from).find((e) => e.event === event));
@@ -111,8 +122,8 @@ export class CliProcess {
   }
 }
 
-export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-  return new CliProcess(args, env);
+export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, ownGroup = false): CliProcess {
+  return new CliProcess(args, env, ownGroup);
 }
 
 /** Runs the CLI to its end; `timeoutMs` bounds it (then SIGKILL and reject). */
