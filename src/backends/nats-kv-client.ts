@@ -8,7 +8,8 @@
 // - a failed revision check (`create` over a live entry, `update` or `delete`
 //   with a stale revision) is JetStream API error 10071, "wrong last
 //   sequence: <current revision>": the key is not ours;
-// - a missing bucket is StreamNotFoundError (10059) on reads and creates;
+// - a missing bucket is StreamNotFoundError (10059) on reads and creates,
+//   and "no responders" on updates and deletes;
 // - anything else (TimeoutError, a closed or reconnecting connection) is
 //   transient, and the state machine retries it.
 
@@ -77,10 +78,16 @@ export function wrongLastSequence(err: unknown): number | undefined {
   return current === undefined ? 0 : Number(current);
 }
 
-/** Whether the bucket's stream does not exist (never made, or deleted). */
+/**
+ * Whether the bucket's stream does not exist (never made, or deleted): reads
+ * and creates say StreamNotFoundError; an update or delete finds nobody to
+ * answer its subject, which the client reports as JetStreamNotEnabled caused
+ * by "no responders" (checked in test/nats-kv-facts.test.ts).
+ */
 export function isBucketMissing(err: unknown): boolean {
-  const { code, name } = (err ?? {}) as { code?: unknown; name?: unknown };
-  return code === STREAM_NOT_FOUND || name === "StreamNotFoundError";
+  const { code, name, cause } = (err ?? {}) as { code?: unknown; name?: unknown; cause?: { message?: unknown } };
+  if (code === STREAM_NOT_FOUND || name === "StreamNotFoundError") return true;
+  return name === "JetStreamNotEnabled" && String(cause?.message ?? "").startsWith("no responders");
 }
 
 /** A value, or a marker, of the election key as a member reads it. */

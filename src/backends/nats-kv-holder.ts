@@ -11,7 +11,7 @@ import { untilAborted } from "../abort";
 import type { Membership } from "../backend";
 import { MembershipLostError } from "../errors";
 import { KeyWatch } from "./nats-kv-watch";
-import { keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats-kv-client";
+import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats-kv-client";
 
 export interface NatsMembership extends Membership {
   /** The election key. */
@@ -44,9 +44,23 @@ export class KeyHolder {
     } catch (err) {
       const current = wrongLastSequence(err);
       if (current !== undefined) throw lost(membership, `its revision ${membership.revision} is stale (the key is at ${current})`, err);
+      // The bucket was deleted: so was the key. (Made again, it starts empty.)
+      if (isBucketMissing(err)) throw lost(membership, "the bucket is gone", err);
       throw err;
     } finally {
       if (membership.renewing === update) membership.renewing = undefined;
+    }
+  }
+
+  /**
+   * For a member that won the key before (the state machine starts a phase
+   * over after a store outage): resolves if the key is still ours, throws
+   * MembershipLostError if not.
+   */
+  async confirm(membership: NatsMembership, signal: AbortSignal): Promise<void> {
+    const now = keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+    if (!(await this.stillOurs(membership, now))) {
+      throw lost(membership, now.name === undefined ? "the key is gone" : `the key holds ${JSON.stringify(now.name)} at revision ${now.revision}`, undefined);
     }
   }
 
@@ -88,5 +102,6 @@ export class KeyHolder {
 }
 
 function lost(membership: NatsMembership, why: string, cause: unknown): MembershipLostError {
-  return new MembershipLostError(`${membership.id} (token ${membership.token}) is no longer ours: ${why}`, { cause });
+  const message = `${membership.id} (token ${membership.token}) is no longer ours: ${why}`;
+  return new MembershipLostError(message, cause === undefined ? undefined : { cause });
 }

@@ -75,7 +75,13 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     return this.ttl;
   }
 
-  async awaitTurn(_joined: Claim<NatsMembership> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
+  async awaitTurn(held: Claim<NatsMembership> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
+    // The state machine passes back what we won when it starts a phase over
+    // (after a store outage): still ours, it is our turn again; else lost.
+    if (held) {
+      await this.holder.confirm(held.membership, signal);
+      return held;
+    }
     try {
       return await this.campaign(onLeader, signal);
     } catch (err) {
