@@ -56,6 +56,16 @@ export class KeyWatch {
     }
   }
 
+  /**
+   * Takes every entry queued so far and gives the newest, if it is at
+   * revision `atLeast` or later; undefined (and nothing kept) if not.
+   */
+  newest(atLeast: number): KeyState | undefined {
+    const newest = this.queue.at(-1);
+    this.queue.length = 0;
+    return newest && newest.revision >= atLeast ? newest : undefined;
+  }
+
   close(): void {
     this.closed = true;
     this.iterator.stop();

@@ -96,14 +96,19 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     const watch = await KeyWatch.open(this.bucket, this.key, signal);
     try {
       let holder: Holder | undefined;
+      /** The revision of the delete or purge marker the key was last seen at, if it was. */
+      let marker: number | undefined;
       /** The holder whose entry should have aged out by now, while we check that it did. */
       let overdue: { holder: Holder; checks: number } | undefined;
       for (;;) {
         if (!holder) {
-          const won = await this.tryCreate(ttlMs, signal);
-          if (won) return won;
-          const current = keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+          const won = await this.tryCreate(ttlMs, marker, signal);
+          if (typeof won === "object") return won;
+          // The write that beat ours (revision `won`) is usually on the watch
+          // already: the new leader is known without a read.
+          const current = watch.newest(won) ?? keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
           // Gone again between the create and the read: race for it again.
+          marker = current.name === undefined && current.revision > 0 ? current.revision : undefined;
           if (current.name === undefined) continue;
           if (overdue && current.revision === overdue.holder.revision) {
             // The server ages entries out on a timer of its own, a little
@@ -128,6 +133,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           // Deleted or purged: the holder left, or an operator removed it.
           holder = undefined;
           overdue = undefined;
+          marker = entry.revision;
           onLeader(undefined);
           continue;
         }
@@ -143,11 +149,16 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     }
   }
 
-  /** One create; the claim if it won, undefined if someone holds the key. */
-  private async tryCreate(ttlMs: number, signal: AbortSignal): Promise<Claim<NatsMembership> | undefined> {
+  /**
+   * One create; the claim if it won, else the key's current revision. Over
+   * a delete or purge marker seen at revision `marker`, the create is the
+   * write conditioned on that revision, which is what the client's create
+   * sends after a failed first try and a read: one round trip instead of three.
+   */
+  private async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
     // The entry lives TTL from when the server stamps it, which is after this.
     const sentAt = performance.now();
-    const create = this.bucket.create(this.key, this.name);
+    const create = marker ? this.bucket.update(this.key, this.name, marker) : this.bucket.create(this.key, this.name);
     // A create that wins after we stopped waiting would hold the key for a
     // whole TTL with nobody renewing it: give it back.
     create.then(
@@ -160,7 +171,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
       const revision = await untilAborted("create election key", create, signal);
       return { membership: this.holder.membership(revision), token: revision, sentAt, ttlMs };
     } catch (err) {
-      if (wrongLastSequence(err) !== undefined) return undefined;
+      const current = wrongLastSequence(err);
+      if (current !== undefined) return current;
       throw err;
     }
   }
