@@ -50,27 +50,33 @@ interface Holder {
 }
 
 export class NatsKvBackend implements ElectionBackend<NatsMembership> {
-  readonly description: string;
   private readonly holder: KeyHolder;
   private ttl: number | undefined;
+  /** The bucket's name, once its status was read. */
+  private bucketName = "";
 
   constructor(
     private readonly bucket: NatsKvBucket,
     private readonly key: string,
     private readonly name: string,
-    bucketName = "",
   ) {
-    this.description = `NATS KV ${bucketName ? `${bucketName}/` : ""}${key}`;
     this.holder = new KeyHolder(bucket, key, name);
+  }
+
+  /** "NATS KV <bucket>/<key>", for logs and diagnostics. */
+  get description(): string {
+    return `NATS KV ${this.bucketName ? `${this.bucketName}/` : ""}${this.key}`;
   }
 
   /**
    * The bucket's TTL in ms (its max_age), read once and again after the
    * bucket went missing (it may come back with another TTL). 0: no expiry.
    */
-  async bucketTtl(signal: AbortSignal, reread = false): Promise<number> {
-    if (this.ttl === undefined || reread) {
-      this.ttl = (await untilAborted("read bucket status", this.bucket.status(), signal)).ttl;
+  async bucketTtl(signal: AbortSignal): Promise<number> {
+    if (this.ttl === undefined) {
+      const status = await untilAborted("read bucket status", this.bucket.status(), signal);
+      this.bucketName = status.bucket;
+      this.ttl = status.ttl;
     }
     return this.ttl;
   }
