@@ -59,6 +59,10 @@ export interface BenchContext {
   subjects: readonly SubjectInfo[];
   /** etcd's client URL (http://127.0.0.1:port). */
   etcdUrl: string;
+  /** nats-server's client URL (nats://127.0.0.1:port), when a NATS subject runs. */
+  natsUrl?: string;
+  /** nats-server's monitoring URL (http://127.0.0.1:port), for its per-connection message counters. */
+  natsMonitorUrl?: string;
   countingProxy: CountingProxy;
   /** For reading election state directly (v3). */
   probe: Etcd3;
@@ -74,6 +78,13 @@ export async function storeMemberCount(ctx: BenchContext, subject: SubjectInfo, 
     return body.node?.nodes?.length ?? 0;
   }
   return Number(await ctx.probe.getAll().prefix(prefix).count());
+}
+
+/** Where a subject's members connect: etcd, or nats-server for the NATS subject. */
+export function storeHosts(ctx: BenchContext, subject: SubjectInfo): string[] {
+  if (subject.api !== "nats") return [ctx.etcdUrl];
+  if (!ctx.natsUrl) throw new Error(`${subject.label} needs a nats-server, and none was started`);
+  return [ctx.natsUrl];
 }
 
 export function elapsedS(since: number): number {

@@ -5,6 +5,7 @@ import type { ColdStartResult } from "./scenarios/cold-start";
 import type { SafetySummary } from "./scenarios/common";
 import type { CrashResult } from "./scenarios/crash";
 import type { GracefulResult } from "./scenarios/graceful";
+import type { NatsIdleRun } from "./scenarios/nats-idle";
 import type { PartitionResult } from "./scenarios/partition";
 import { perMemberPerSecond, type Load, type ScaleRun } from "./scenarios/scale";
 import { summarize, type Summary } from "./stats";
@@ -26,6 +27,8 @@ export interface BenchResults {
   graceful: GracefulResult[];
   coldStart: ColdStartResult[];
   scale: { baseline?: { seconds: number; proposals: number; grpcReceived: number }; runs: ScaleRun[] };
+  /** NATS KV idle load (its own table: NATS messages, not etcd requests); results from before it was measured lack it. */
+  natsIdle: NatsIdleRun[];
   crash: CrashResult[];
   partition: PartitionResult[];
   targets: TargetLine[];
@@ -37,7 +40,8 @@ export interface TargetLine {
 }
 
 const label = (id: string) => subjectInfo(id as SubjectId).label;
-const ours = SUBJECTS.filter((s) => s.ours);
+/** This library on etcd: the subjects the ratios compare with the peers (none of which runs on NATS). */
+const ours = SUBJECTS.filter((s) => s.ours && s.api !== "nats");
 const peers = SUBJECTS.filter((s) => !s.ours);
 const dist = (s: Summary, digits = 1): Cell[] => [s.n, num(s.min, digits), num(s.median, digits), num(s.p90, digits), num(s.max, digits)];
 const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? "—" : `${v.toFixed(0)} ms`);
@@ -176,6 +180,21 @@ function idle(results: BenchResults): string[] {
   for (const r of wrong) out.push(`   ${label(r.subject)} N=${r.n}: ${r.wrongLeaderNamed} followers still named another member than the leader 2 s after all followed someone`);
   out.push("");
   return out;
+}
+
+function natsIdle(results: BenchResults): string[] {
+  const runs = results.natsIdle ?? [];
+  if (!runs.length) return [];
+  const rows: Cell[][] = runs.map((r) => [
+    r.n, label(r.subject), num(r.followerSent, 3), num(r.followerReceived, 3), num(r.leaderSent, 3), num(r.leaderReceived, 3),
+    r.failures.length ? r.failures.join("; ").slice(0, 100) : "",
+  ]);
+  return [
+    `3b. NATS KV idle load once settled (TTL ${results.meta.params.scale.ttl} s), NATS messages per member per second, from nats-server's`,
+    "    per-connection counters (/connz: published = sent, delivered = received)",
+    table(["N", "subject", "follower sent", "follower received", "leader sent", "leader received", "problems"], rows),
+    "",
+  ];
 }
 
 function changeCost(results: BenchResults): string[] {
@@ -398,6 +417,7 @@ export function render(results: BenchResults): string {
     ...graceful(results),
     ...crash(results),
     ...idle(results),
+    ...natsIdle(results),
     ...changeCost(results),
     ...propagation(results),
     ...coldStart(results),

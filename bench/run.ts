@@ -1,5 +1,8 @@
 // `npm run bench [-- --quick]`: this library (etcd v2 and v3) side by side
-// with etcd-leader 0.0.1 and etcd3's own Election, on one throwaway etcd.
+// with etcd-leader 0.0.1 and etcd3's own Election, on one throwaway etcd;
+// and this library on NATS JetStream KV, on one throwaway nats-server
+// (graceful and crash failover, follower learn delays after cold start, and
+// its own idle table: messages sent and received per member per second).
 //
 // Scenarios (see bench/scenarios/): graceful failover, crash failover, idle
 // load, the cost of a leader change, how fast followers learn the new leader,
@@ -10,7 +13,7 @@
 // Options:
 //   --quick                 fewer trials and N up to 100 (under 3 minutes)
 //   --only=a,b              scenarios: graceful, cold, scale, crash, partition
-//   --subjects=a,b          ours-v2, ours-v3, original, etcd3-election
+//   --subjects=a,b          ours-v2, ours-v3, ours-nats, original, etcd3-election
 //
 // Every wait has a deadline, and a watchdog ends the run if the whole takes
 // far longer than planned. Member processes and etcd are gone afterwards
@@ -21,6 +24,7 @@ import { availableParallelism, release, totalmem, type } from "node:os";
 import { join } from "node:path";
 import { Etcd3 } from "etcd3";
 import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-server";
+import { startNats, type NatsServer } from "../test/helpers/nats-server";
 import { failoverChart } from "./chart";
 import { paramsFor, type BenchContext } from "./context";
 import { CountingProxy } from "./counting-proxy";
@@ -32,6 +36,7 @@ import { runColdStart } from "./scenarios/cold-start";
 import { prepareCrash, runCrash } from "./scenarios/crash";
 import { runGraceful } from "./scenarios/graceful";
 import { preparePartition, runPartition } from "./scenarios/partition";
+import { runNatsIdle } from "./scenarios/nats-idle";
 import { measureBaseline, runScale, spawnScaleHost } from "./scenarios/scale";
 import { SUBJECTS } from "./subjects/info";
 import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
@@ -88,6 +93,7 @@ function machine(): BenchResults["meta"]["machine"] {
 }
 
 let etcd: EtcdCluster | undefined;
+let nats: NatsServer | undefined;
 let proxy: CountingProxy | undefined;
 let probe: Etcd3 | undefined;
 let compiled: string | undefined;
@@ -102,6 +108,8 @@ async function cleanUp(): Promise<void> {
   proxy = undefined;
   await etcd?.close().catch(() => undefined);
   etcd = undefined;
+  await nats?.close().catch(() => undefined);
+  nats = undefined;
 }
 
 process.on("exit", () => {
@@ -142,6 +150,14 @@ async function main(): Promise<void> {
   proxy = await CountingProxy.start(etcdUrl);
   probe = new Etcd3({ hosts: etcdUrl });
   const ctx: BenchContext = { params, subjects, etcdUrl, countingProxy: proxy, probe, log };
+  if (subjects.some((s) => s.api === "nats")) {
+    nats = await startNats();
+    ctx.natsUrl = nats.url;
+    ctx.natsMonitorUrl = `http://127.0.0.1:${nats.monitorPort}`;
+  }
+  /** The etcd-only scenarios (their figures come from etcd's own counters, or a proxy in front of etcd). */
+  const etcdSubjects = subjects.filter((s) => s.api !== "nats");
+  const natsSubjects = subjects.filter((s) => s.api === "nats");
 
   const results: BenchResults = {
     meta: {
@@ -162,6 +178,9 @@ async function main(): Promise<void> {
           "run at the same time (own keys, processes and proxies, every process started beforehand; their figures are seconds, " +
           "set by the TTL)",
         "etcd runs with heartbeat 50 ms and election timeout 500 ms (test/helpers/etcd-server.ts)",
+        "NATS KV (this library only; no peer runs on NATS here): nats-server 2.9 with JetStream, one bucket per TTL whose " +
+          "max_age is the TTL, one connection per member. Its idle load has its own table (NATS messages, not etcd requests); " +
+          "the partition scenario and the etcd idle and change-cost tables are etcd's, and skip it",
         "etcd3 clients keep etcd3's default fault handling (a host is shut for 5 s after three failed calls), not the 1 s " +
           "breaker the README recommends for elections: the v3 rejoin after a partition includes those 5 s",
       ],
@@ -169,6 +188,7 @@ async function main(): Promise<void> {
     graceful: [],
     coldStart: [],
     scale: { runs: [] },
+    natsIdle: [],
     crash: [],
     partition: [],
     targets: [],
@@ -193,7 +213,7 @@ async function main(): Promise<void> {
     }
     if (args.only.has("scale")) {
       results.scale.baseline = await measureBaseline(ctx);
-      const plan = params.scale.ns.flatMap((n) => subjects.map((subject) => ({ n, subject })));
+      const plan = params.scale.ns.flatMap((n) => etcdSubjects.map((subject) => ({ n, subject })));
       let next: Promise<Host> | undefined;
       for (let i = 0; i < plan.length; i++) {
         const { n, subject } = plan[i]!;
@@ -211,6 +231,13 @@ async function main(): Promise<void> {
         await sleep(300);
       }
       if (next) await (await next.catch(() => undefined))?.shutdown();
+      // NATS followers send nothing while idle, so the per-member figure does not grow with N: up to 100 tells it.
+      for (const n of params.scale.ns.filter((x) => x <= 100)) {
+        for (const subject of natsSubjects) {
+          log(`NATS idle, N=${n}: ${subject.label}`);
+          results.natsIdle.push(await runNatsIdle(ctx, subject, n));
+        }
+      }
       loadSince("scale");
     }
     // Crash and partition trials of every subject run at the same time: each
@@ -221,11 +248,11 @@ async function main(): Promise<void> {
     if (crashing || partitioning) {
       log(`starting member processes for ${[crashing && "crash", partitioning && "partition"].filter(Boolean).join(" and ")} trials`);
       const crashPools = crashing ? await Promise.all(subjects.map((s) => prepareCrash(ctx, s))) : [];
-      const partitionHosts = partitioning ? await Promise.all(subjects.map((s) => preparePartition(ctx, s))) : [];
+      const partitionHosts = partitioning ? await Promise.all(etcdSubjects.map((s) => preparePartition(ctx, s))) : [];
       log(`${[crashing && "crash failover", partitioning && "partition"].filter(Boolean).join(" and ")}: all subjects concurrently`);
       [results.crash, results.partition] = await Promise.all([
         Promise.all(crashPools.map((pool, i) => runCrash(ctx, subjects[i]!, pool))),
-        Promise.all(partitionHosts.map((host, i) => runPartition(ctx, subjects[i]!, host))),
+        Promise.all(partitionHosts.map((host, i) => runPartition(ctx, etcdSubjects[i]!, host))),
       ]);
       loadSince("crash + partition");
     }

@@ -17,6 +17,8 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   );
   const ours = SUBJECTS.filter((s) => s.ours && ran.has(s.id));
   const peers = SUBJECTS.filter((s) => !s.ours);
+  /** The leader-change listings and the partition are measured on etcd only. */
+  const oursOnEtcd = ours.filter((s) => s.api !== "nats");
   const add = (pass: boolean, text: string) => lines.push({ pass, text });
   const failed = (list: Array<{ subject: string; failures: unknown[] }>, id: string) =>
     list.find((r) => r.subject === id)?.failures.length ?? 0;
@@ -86,7 +88,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   const bigN = ns[ns.length - 1];
   if (bigN !== undefined) {
     const quickNote = bigN < 1000 ? ` (N=1000 not run${results.meta.quick ? " in --quick" : ""}; checked at N=${bigN})` : "";
-    for (const o of ours) {
+    for (const o of oursOnEtcd) {
       const run = runs.find((x) => x.subject === o.id && x.n === bigN);
       const listings = run && run.changes.length ? Math.max(...run.changes.map((c) => c.load.listings)) : NaN;
       add(listings <= 5,
@@ -108,7 +110,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
 
   // 6. Safety: zero instants with two leaders, every scenario.
   for (const o of ours) {
-    const lists = [results.graceful, results.crash, results.coldStart, results.partition, runs] as Array<Array<{ subject: string; safety: { instants: number; longestMs: number; trials: number } }>>;
+    const lists = [results.graceful, results.crash, results.coldStart, results.partition, runs, results.natsIdle ?? []] as Array<Array<{ subject: string; safety: { instants: number; longestMs: number; trials: number } }>>;
     let instants = 0;
     let longest = 0;
     let trials = 0;
@@ -124,7 +126,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
 
   // 7. Partition.
   if (results.partition.length) {
-    for (const o of ours) {
+    for (const o of oursOnEtcd) {
       const r = results.partition.find((x) => x.subject === o.id);
       const trials = r?.trials ?? [];
       const margins = trials.map((t) => t.marginMs ?? NaN);

@@ -65,6 +65,21 @@ writeFileSync(
       .join(""),
 );
 
+// etcd-leader/nats: its own entry, so that the main one never loads it.
+const nats = require(`../${scratch}/cjs/nats.js`);
+const natsNamed = Object.keys(nats).filter((name) => name !== "default" && name !== "__esModule").sort();
+writeFileSync(
+  `${scratch}/esm/nats.mjs`,
+  `import nats from "../cjs/nats.js";\n` + natsNamed.map((name) => `export const ${name} = nats.${name};\n`).join(""),
+);
+const natsTypes = ["NatsElectionOptions", "NatsElectionSettings", "NatsKvBucket"];
+writeFileSync(
+  `${scratch}/esm/nats.d.mts`,
+  `import * as nats from "../cjs/nats.js";\n` +
+    natsNamed.map((name) => `export declare const ${name}: typeof nats.${name};\n`).join("") +
+    natsTypes.map((name) => `export type ${name} = nats.${name};\n`).join(""),
+);
+
 rmSync("dist", { recursive: true, force: true });
 renameSync(scratch, "dist");
 console.log(`built dist/cjs and dist/esm (${named.length} named exports)`);

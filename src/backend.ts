@@ -88,7 +88,11 @@ export interface ElectionBackend<M extends Membership = Membership> {
    *
    * Race-style: `joined` is undefined. Compete, wait while another member
    * holds the election, and resolve with what the winning write created. A
-   * write that succeeds after the signal aborted must be undone.
+   * write that succeeds after the signal aborted must be undone. When the
+   * state machine starts a phase over while it still holds what an earlier
+   * call won (after a store outage, or a watch that ended), `joined` is that
+   * claim: resolve with it if the store still holds it as ours, and throw
+   * MembershipLostError if not; never compete against our own key.
    */
   awaitTurn(joined: Claim<M> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<M>>;
 

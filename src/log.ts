@@ -7,4 +7,5 @@ export const log = {
   observer: createDebug("etcd-leader:observer"),
   v2: createDebug("etcd-leader:v2"),
   v3: createDebug("etcd-leader:v3"),
+  nats: createDebug("etcd-leader:nats"),
 };

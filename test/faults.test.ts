@@ -8,7 +8,7 @@ import { after, describe, it } from "node:test";
 import { killAllMembers } from "./helpers/member-process";
 import { cleanupEverything, runScenario } from "./faults/runner";
 import { SCENARIOS } from "./faults/scenarios";
-import { BACKENDS } from "./faults/types";
+import { FAULT_BACKENDS } from "./faults/types";
 
 /** A run takes 5 to 15 s; the runner bounds each of its own steps well within this. */
 const SCENARIO_TIMEOUT_MS = 120_000;
@@ -18,15 +18,17 @@ after(async () => {
   await killAllMembers();
 });
 
-for (const backend of BACKENDS) {
-  describe(`fault injection, etcd ${backend} API (${backend === "v2" ? "node-etcd" : "etcd3"})`, () => {
+const DESCRIPTIONS = { v2: "etcd v2 API (node-etcd)", v3: "etcd v3 API (etcd3)", nats: "NATS JetStream KV (nats-server 2.9)" };
+
+for (const backend of FAULT_BACKENDS) {
+  describe(`fault injection, ${DESCRIPTIONS[backend]}`, () => {
     after(async () => {
       await cleanupEverything();
       await killAllMembers();
     });
 
     for (const scenario of SCENARIOS) {
-      it(scenario.id, { timeout: SCENARIO_TIMEOUT_MS }, async (t) => {
+      it(scenario.id, { timeout: SCENARIO_TIMEOUT_MS, skip: scenario.notFor?.[backend] ?? false }, async (t) => {
         const result = await runScenario(scenario, backend);
         // One line per scenario; the problems and the timeline go with the failure.
         t.diagnostic(`${result.summary.split("\n")[0]} [${(result.durationMs / 1000).toFixed(1)} s]`);

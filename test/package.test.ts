@@ -54,4 +54,30 @@ describe("package entry points", () => {
     `;
     assert.equal(execFileSync(process.execPath, ["-e", script], { encoding: "utf8" }).trim(), "ok");
   });
+
+  it("etcd-leader/nats gives natsLeader to require and import alike, and loads no NATS module itself", async () => {
+    const cjs = require("etcd-leader/nats");
+    const esm = await import("etcd-leader/nats");
+    assert.equal(typeof cjs.natsLeader, "function");
+    assert.equal(esm.natsLeader, cjs.natsLeader);
+    assert.equal(typeof cjs.natsLeader.observe, "function");
+    assert.equal(typeof cjs.natsLeader.whoLeads, "function");
+    const manifest = require("../package.json");
+    assert.ok(manifest.peerDependenciesMeta["@nats-io/kv"].optional);
+    const { execFileSync } = require("node:child_process");
+    // A resolver hook that fails any NATS module, and the main entry must not load the NATS one.
+    const script = `
+      const Module = require("node:module");
+      const resolve = Module._resolveFilename;
+      Module._resolveFilename = function (request, ...rest) {
+        if (request.startsWith("@nats-io/")) throw new Error("not installed: " + request);
+        return resolve.call(this, request, ...rest);
+      };
+      require("etcd-leader");
+      const main = Object.keys(require.cache).some((file) => file.endsWith("nats.js"));
+      const { natsLeader } = require("etcd-leader/nats");
+      console.log(main ? "main loaded nats" : typeof natsLeader);
+    `;
+    assert.equal(execFileSync(process.execPath, ["-e", script], { encoding: "utf8" }).trim(), "function");
+  });
 });

@@ -6,6 +6,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import etcdLeader = require("etcd-leader");
+import { natsLeader, type NatsElectionOptions } from "etcd-leader/nats";
+import type { KV } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Etcd = require("node-etcd");
@@ -196,6 +199,20 @@ async function scopedUsage(client: unknown): Promise<void> {
   void [stopped, expired, removed];
 }
 
+/** The NATS entry: @nats-io/kv's bucket fits, and the election is the same Election. Compiled, never called. */
+async function natsUsage(kv: KV, nc: NatsConnection): Promise<etcdLeader.Election> {
+  const options: NatsElectionOptions = { stepDownMargin: 500 };
+  const election = await natsLeader(kv, "billing", "worker-1", options);
+  await natsLeader({ bucket: kv, key: "billing", name: "worker-2", refreshInterval: 1_000 });
+  const leader = await natsLeader.whoLeads(kv, "billing");
+  expectType<Equal<typeof leader, etcdLeader.Leader | undefined>>();
+  const observer: etcdLeader.LeaderObserver = natsLeader.observe(kv, "billing");
+  void observer;
+  // @ts-expect-error a connection is no bucket
+  await natsLeader(nc, "billing", "worker-3");
+  return election;
+}
+
 describe("types", () => {
   it("the typed names exist at run time, and an election is built without touching etcd", () => {
     assert.equal(typeof etcdLeader, "function");
@@ -212,6 +229,7 @@ describe("types", () => {
     assert.equal(election.isRunning(), false);
     assert.equal(typeof typicalUsage, "function");
     assert.equal(typeof scopedUsage, "function");
+    assert.equal(typeof natsUsage, "function");
     assert.equal(typeof election[Symbol.asyncDispose], "function");
     assert.equal(election.state, "stopped");
     assert.equal(typeof etcdLeader.channels.renewal, "string");

@@ -2,7 +2,7 @@
 // until exactly one leads and every other one knows its name.
 // 5. Then, with the same members (no proxy in the way), leader changes: the
 // leader stops and every follower's delay until it names the successor.
-import type { BenchContext } from "../context";
+import { storeHosts, type BenchContext } from "../context";
 import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { Trial } from "../trial";
@@ -30,7 +30,7 @@ export async function runColdStart(ctx: BenchContext, subject: SubjectInfo): Pro
   const result: ColdStartResult = {
     subject: subject.id, n, settleMs: [], readyMs: [], firstElectedMs: [], changes: [], failures: [], safety: emptySafety(), messages: {},
   };
-  const host = await Host.spawn(subject.id, [ctx.etcdUrl], 5);
+  const host = await Host.spawn(subject.id, storeHosts(ctx, subject), 5);
   const began = now();
   try {
     await host.request("init");

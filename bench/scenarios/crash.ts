@@ -1,7 +1,7 @@
 // 2. Crash failover: three members, each in its own process, TTL 2 s; the
 // leader's process is SIGKILLed at a random point of its renewal cycle; time
 // from the kill to the next `elected`.
-import type { BenchContext } from "../context";
+import { storeHosts, type BenchContext } from "../context";
 import { Host, spawnHosts } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { Trial } from "../trial";
@@ -25,7 +25,7 @@ export interface CrashResult {
  * trials) are timed.
  */
 export async function prepareCrash(ctx: BenchContext, subject: SubjectInfo): Promise<Host[]> {
-  const hosts = await spawnHosts(subject.id, [ctx.etcdUrl], 2 + ctx.params.crash.trials, 5);
+  const hosts = await spawnHosts(subject.id, storeHosts(ctx, subject), 2 + ctx.params.crash.trials, 5);
   await Promise.all(hosts.map((h) => h.request("init")));
   return hosts;
 }
@@ -38,7 +38,7 @@ export async function runCrash(ctx: BenchContext, subject: SubjectInfo, pool: Ho
   const take = async (): Promise<Host> => {
     const next = spare.shift();
     if (next?.alive) return next;
-    const host = await Host.spawn(subject.id, [ctx.etcdUrl], 5);
+    const host = await Host.spawn(subject.id, storeHosts(ctx, subject), 5);
     await host.request("init");
     return host;
   };

@@ -1,6 +1,6 @@
 // 1. Graceful failover: three members in one process, TTL 2 s; the leader
 // stops (stop() / resign()); time from that call to the next `elected`.
-import type { BenchContext } from "../context";
+import { storeHosts, type BenchContext } from "../context";
 import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { Trial } from "../trial";
@@ -22,7 +22,7 @@ export async function runGraceful(ctx: BenchContext, subject: SubjectInfo): Prom
   const result: GracefulResult = {
     subject: subject.id, failoverMs: [], failures: [], wrongLeaderNamed: 0, safety: emptySafety(), messages: {},
   };
-  const host = await Host.spawn(subject.id, [ctx.etcdUrl], 5);
+  const host = await Host.spawn(subject.id, storeHosts(ctx, subject), 5);
   const began = now();
   try {
     await host.request("init");

@@ -8,6 +8,8 @@ export function loadSubject(id: SubjectId): Subject {
       return (require("./ours-v2") as typeof import("./ours-v2")).oursV2;
     case "ours-v3":
       return (require("./ours-v3") as typeof import("./ours-v3")).oursV3;
+    case "ours-nats":
+      return (require("./ours-nats") as typeof import("./ours-nats")).oursNats;
     case "original":
       return (require("./original") as typeof import("./original")).original;
     case "etcd3-election":

@@ -1,4 +1,4 @@
-// The four subjects' descriptions, without loading any client library.
+// The subjects' descriptions, without loading any client library.
 import type { SubjectId, SubjectInfo } from "./types";
 
 /** Both v3 subjects: what a member connects with. */
@@ -22,6 +22,15 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     ours: true,
     electionKey: (scope) => `bench/ours-v3/${scope}`,
     storePrefix: (key) => `${key}/`,
+  },
+  {
+    id: "ours-nats",
+    label: "etcd-leader NATS KV",
+    api: "nats",
+    ours: true,
+    // A KV key: no leading slash, and each scope's own key in the bench bucket.
+    electionKey: (scope) => `bench/ours-nats/${scope}`,
+    storePrefix: (key) => key,
   },
   {
     id: "original",

@@ -2,19 +2,19 @@
 // members that start, stop, say whether they believe they lead, and report
 // elected / unelected / leader / error events.
 
-export type SubjectId = "ours-v2" | "ours-v3" | "original" | "etcd3-election";
+export type SubjectId = "ours-v2" | "ours-v3" | "ours-nats" | "original" | "etcd3-election";
 
 export interface SubjectInfo {
   readonly id: SubjectId;
   /** How it appears in tables. */
   readonly label: string;
-  /** Which etcd API it talks to. */
-  readonly api: "v2" | "v3";
+  /** Which store it talks to: an etcd API, or NATS JetStream KV. */
+  readonly api: "v2" | "v3" | "nats";
   /** This library (targets apply) or a peer (compared against). */
   readonly ours: boolean;
   /** The election key for a run: a fresh one per subject and trial. */
   electionKey(scope: string): string;
-  /** Where the subject keeps its members in etcd for `key`: a v2 directory or a v3 prefix. */
+  /** Where the subject keeps its members in etcd for `key`: a v2 directory or a v3 prefix (NATS: the key itself). */
   storePrefix(key: string): string;
 }
 

@@ -1,5 +1,6 @@
-// Faults of etcd itself: a quick restart, an outage longer than the TTL, and
-// the loss of the raft leader of a three-server cluster.
+// Faults of the store server itself: a quick restart and an outage longer
+// than the TTL (etcd, or nats-server on NATS runs: same store dir, same port),
+// and the loss of the raft leader of a three-server etcd cluster.
 import type { Scenario } from "./types";
 
 export const etcdQuickRestart: Scenario = {
@@ -8,7 +9,7 @@ export const etcdQuickRestart: Scenario = {
     "etcd is stopped and started again on the same data dir, down for less than the TTL: the leader may keep " +
     "its term or hand over, somebody leads within TTL + 2 s of etcd's start, and every member is back in line",
   async run(c) {
-    const server = c.etcd.members[0]!;
+    const server = c.server;
     const faultAt = c.mark("stop etcd");
     await c.stopEtcd(server);
     await c.sleep(200);
@@ -30,7 +31,7 @@ export const etcdLongOutage: Scenario = {
     "etcd is down for TTL + 1.5 s, then started again on the same data dir: the leader steps down during the " +
     "outage, and a leader is elected within TTL + 2 s of etcd's start; every member recovers",
   async run(c) {
-    const server = c.etcd.members[0]!;
+    const server = c.server;
     const leader = c.leader;
     const outageMs = c.ttlMs + 1_500;
     const faultAt = c.mark(`stop etcd for ${outageMs} ms`);
@@ -53,6 +54,7 @@ export const etcdLongOutage: Scenario = {
 export const clusterLeaderCrash: Scenario = {
   id: "etcd-cluster-leader-crash",
   etcdServers: 3,
+  notFor: { nats: "a raft cluster of etcd servers; the NATS runs use one nats-server (a JetStream cluster is not set up by the test launcher)" },
   title:
     "three etcd servers, each member's proxy spreading its connections over all three: the raft leader is " +
     "SIGKILLed, the other two elect a new one, the killed server is started again a second later; somebody " +

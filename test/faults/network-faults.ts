@@ -55,6 +55,7 @@ export const partitionFollower: Scenario = {
     "throughout, unbroken, nobody else is elected, and after the heal the follower rejoins with a new membership " +
     "at the back of the line",
   async run(c) {
+    if (!c.queue) return partitionRacingFollower(c);
     const follower = c.followers[0]!;
     const before = c.initialLine.find((e) => e.name === follower.name)!;
     const cutMs = c.ttlMs + 1_500;
@@ -84,6 +85,24 @@ export const partitionFollower: Scenario = {
     return { faultAt, healedAt: healAt, reelection: "none" };
   },
 };
+
+/**
+ * NATS: a follower holds nothing, so nothing of it expires. Cut off, it stops
+ * seeing the leader's renewals, so it tries to take the key when the last
+ * one it saw must have aged out; those writes never arrive, or arrive and
+ * fail. The leader leads throughout; after the heal the follower follows it.
+ */
+async function partitionRacingFollower(c: ScenarioContext): Promise<ScenarioOutcome> {
+  const follower = c.followers[0]!;
+  const cutMs = c.ttlMs + 1_500;
+  const faultAt = c.mark(`blackhole ${follower.name}'s connection for ${cutMs} ms`);
+  c.proxyOf(follower).setMode("blackhole");
+  await c.sleepUntil(faultAt + cutMs);
+  const healAt = c.mark(`heal ${follower.name}'s connection`);
+  c.proxyOf(follower).heal();
+  c.check(!follower.events.some((e) => e.type === "elected" && e.at >= faultAt), `${follower.name} was elected while cut off`);
+  return { faultAt, healedAt: healAt, reelection: "none" };
+}
 
 export const slowLeaderLink: Scenario = {
   id: "slow-leader-link",

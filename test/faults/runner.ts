@@ -1,13 +1,15 @@
 // Runs one fault scenario (test/faults/scenarios.ts) on one backend:
 //
-//  1. starts etcd (one server, or a cluster), one FaultProxy per member in
+//  1. starts etcd (one server, or a cluster), or for NATS one nats-server with
+//     JetStream and the election's bucket, one FaultProxy per member in
 //     front of it, and the members, each in its own process
 //     (test/fixtures/member.ts) connected only through its own proxy;
 //  2. waits until one member leads and every other follows it;
 //  3. runs the scenario's fault, within a time budget;
 //  4. waits until the election has settled: one member leads, every running
 //     member follows it, and etcd holds exactly one membership per running
-//     member with the leader's first;
+//     member with the leader's first (on NATS, which holds nothing for a
+//     follower: the election key holds the leader's name);
 //  5. stops every member cleanly (each must leave and exit 0);
 //  6. checks the recorded histories.
 //
@@ -29,8 +31,9 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import type { ChildProcess } from "node:child_process";
-import { startEtcdCluster, type EtcdCluster, type EtcdServer } from "../helpers/etcd-server";
+import { startEtcdCluster, type EtcdCluster } from "../helpers/etcd-server";
 import { FaultProxy } from "../helpers/fault-proxy";
+import { startNats, type NatsServer } from "../helpers/nats-server";
 import {
   checkHistories,
   formatReport,
@@ -39,7 +42,8 @@ import {
 } from "../helpers/leadership-history";
 import { spawnMember, type MemberEvent, type MemberProcess } from "../helpers/member-process";
 import { EtcdAdmin, type LineEntry } from "./etcd-admin";
-import type { Backend, Scenario, ScenarioOutcome } from "./types";
+import { FAULTS_BUCKET, NatsAdmin } from "./nats-admin";
+import type { FaultBackend, Scenario, ScenarioOutcome } from "./types";
 
 /** The bound on re-election after a heal is the TTL plus this. */
 export const RECOVERY_SLACK_MS = 2_000;
@@ -69,7 +73,7 @@ export interface ScenarioFigures {
 
 export interface ScenarioResult {
   scenario: string;
-  backend: Backend;
+  backend: FaultBackend;
   ok: boolean;
   problems: string[];
   figures: ScenarioFigures;
@@ -83,9 +87,26 @@ export interface ScenarioResult {
 
 type ExpectedExit = "left" | "killed";
 
+/** A store server a scenario stops and starts: an etcd server or a nats-server. */
+export interface StoreServer {
+  stop(): Promise<void>;
+  kill(): Promise<void>;
+  start(): Promise<void>;
+  waitReady(timeoutMs?: number): Promise<void>;
+}
+
+/** What a run started: etcd and its admin, or nats-server and its admin. */
+interface Stores {
+  etcd?: EtcdCluster;
+  admin?: EtcdAdmin;
+  nats?: NatsServer;
+  natsAdmin?: NatsAdmin;
+}
+
 /** What a scenario sees: the members, their proxies, etcd, and helpers bounded by the scenario's budget. */
 export class ScenarioContext {
-  readonly key = `/faults/${randomUUID()}`;
+  /** The election key: an etcd path, or a key of the NATS bucket (no leading slash there). */
+  readonly key: string;
   readonly members: MemberProcess[] = [];
   readonly proxies = new Map<MemberProcess, FaultProxy>();
   /** The member that led when the fault began. */
@@ -102,12 +123,42 @@ export class ScenarioContext {
   private readonly controller = new AbortController();
 
   constructor(
-    readonly backend: Backend,
+    readonly backend: FaultBackend,
     readonly ttlMs: number,
-    readonly etcd: EtcdCluster,
-    readonly admin: EtcdAdmin,
+    private readonly stores: Stores,
     private readonly log: (line: string) => void,
-  ) {}
+  ) {
+    this.key = backend === "nats" ? `faults-${randomUUID()}` : `/faults/${randomUUID()}`;
+  }
+
+  get etcd(): EtcdCluster {
+    return this.stores.etcd ?? this.absent("etcd");
+  }
+
+  get admin(): EtcdAdmin {
+    return this.stores.admin ?? this.absent("etcd");
+  }
+
+  get natsAdmin(): NatsAdmin {
+    return this.stores.natsAdmin ?? this.absent("nats-server");
+  }
+
+  /** The server the election's store runs on (the first etcd server of a cluster). */
+  get server(): StoreServer {
+    return this.stores.nats ?? this.etcd.members[0]!;
+  }
+
+  /**
+   * Whether members wait in a line the store holds (etcd), so that the next
+   * one is known in advance; on NATS followers hold nothing and race.
+   */
+  get queue(): boolean {
+    return this.backend !== "nats";
+  }
+
+  private absent(store: string): never {
+    throw new Error(`this ${this.backend} run has no ${store}`);
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal;
@@ -222,9 +273,9 @@ export class ScenarioContext {
     }
   }
 
-  /** The etcd line of this election, oldest first. */
+  /** The etcd line of this election, oldest first; on NATS the key's holder alone. */
   line(): Promise<LineEntry[]> {
-    return this.admin.line(this.key);
+    return this.backend === "nats" ? this.natsAdmin.line(this.key) : this.admin.line(this.key);
   }
 
   /** The one member whose latest word is that it leads, if exactly one says so. */
@@ -233,21 +284,23 @@ export class ScenarioContext {
     return leaders.length === 1 ? leaders[0] : undefined;
   }
 
-  // etcd control, refused once the run is being torn down so that no etcd is started after cleanup.
+  // Store control, refused once the run is being torn down so that no server is started after cleanup.
 
-  async stopEtcd(server: EtcdServer, how: "stop" | "kill" = "stop"): Promise<void> {
+  async stopEtcd(server: StoreServer, how: "stop" | "kill" = "stop"): Promise<void> {
     this.signal.throwIfAborted();
     await (how === "stop" ? server.stop() : server.kill());
   }
 
-  async startEtcd(server: EtcdServer): Promise<void> {
+  async startEtcd(server: StoreServer): Promise<void> {
     this.signal.throwIfAborted();
     await server.start();
   }
 }
 
 /** Resources of runs in progress, for cleanupEverything(). */
-const live = new Set<{ proxies: FaultProxy[]; etcd?: EtcdCluster; members: MemberProcess[] }>();
+const live = new Set<Resources>();
+
+type Resources = Stores & { proxies: FaultProxy[]; members: MemberProcess[] };
 
 /** Kills and closes whatever runs still hold. For `after` hooks and signal handlers. */
 export async function cleanupEverything(): Promise<void> {
@@ -255,19 +308,33 @@ export async function cleanupEverything(): Promise<void> {
   live.clear();
 }
 
-async function release(resources: { proxies: FaultProxy[]; etcd?: EtcdCluster; members: MemberProcess[] }): Promise<void> {
+async function release(resources: Resources): Promise<void> {
   await Promise.all(resources.members.map((m) => m.kill("SIGKILL").catch(() => undefined)));
   await Promise.all(resources.proxies.map((p) => p.close().catch(() => undefined)));
+  await resources.natsAdmin?.close();
+  await resources.nats?.close().catch(() => undefined);
   await resources.etcd?.close().catch(() => undefined);
 }
 
-export async function runScenario(scenario: Scenario, backend: Backend, options: RunOptions = {}): Promise<ScenarioResult> {
+/** Starts the store a run needs: etcd (with its admin), or a nats-server with the election's bucket. */
+async function startStores(scenario: Scenario, backend: FaultBackend, ttlMs: number, resources: Resources): Promise<string[]> {
+  if (backend === "nats") {
+    resources.nats = await startNats();
+    resources.natsAdmin = await NatsAdmin.open(resources.nats, ttlMs);
+    return [`127.0.0.1:${resources.nats.port}`];
+  }
+  resources.etcd = await startEtcdCluster(scenario.etcdServers ?? 1);
+  resources.admin = new EtcdAdmin(backend, resources.etcd.hostPorts);
+  return resources.etcd.hostPorts;
+}
+
+export async function runScenario(scenario: Scenario, backend: FaultBackend, options: RunOptions = {}): Promise<ScenarioResult> {
   const log = options.log ?? (() => undefined);
   const startedAt = Date.now();
   const ttlSeconds = scenario.ttlSeconds ?? 2;
   const ttlMs = ttlSeconds * 1_000;
   const memberCount = scenario.members ?? 3;
-  const resources: { proxies: FaultProxy[]; etcd?: EtcdCluster; members: MemberProcess[] } = { proxies: [], members: [] };
+  const resources: Resources = { proxies: [], members: [] };
   live.add(resources);
 
   let ctx: ScenarioContext | undefined;
@@ -276,18 +343,21 @@ export async function runScenario(scenario: Scenario, backend: Backend, options:
   let report: HistoryReport | undefined;
   const problems: string[] = [];
   try {
-    const etcd = await startEtcdCluster(scenario.etcdServers ?? 1);
-    resources.etcd = etcd;
-    ctx = new ScenarioContext(backend, ttlMs, etcd, new EtcdAdmin(backend, etcd.hostPorts), log);
+    const upstream = await startStores(scenario, backend, ttlMs, resources);
+    ctx = new ScenarioContext(backend, ttlMs, resources, log);
     const c = ctx;
-    c.mark(`${backend} ${scenario.id}: etcd ${etcd.hostPorts.join(",")} up, key ${c.key}`);
+    c.mark(`${backend} ${scenario.id}: ${backend === "nats" ? "nats-server" : "etcd"} ${upstream.join(",")} up, key ${c.key}`);
 
     for (let i = 0; i < memberCount; i++) {
-      const proxy = await FaultProxy.start({ upstream: etcd.hostPorts });
+      const proxy = await FaultProxy.start({ upstream });
       resources.proxies.push(proxy);
       const member = spawnMember({
-        backend, hosts: [proxy.hostPort], key: c.key, name: `m${i}`, ttl: ttlSeconds,
-        ...(scenario.memberOptions ? { options: scenario.memberOptions } : {}),
+        backend,
+        hosts: [proxy.hostPort],
+        key: c.key,
+        name: `m${i}`,
+        ttl: ttlSeconds,
+        ...(backend === "nats" ? { bucket: FAULTS_BUCKET } : {}),
       });
       resources.members.push(member);
       c.members.push(member);
@@ -303,11 +373,15 @@ export async function runScenario(scenario: Scenario, backend: Backend, options:
         .filter((m) => m !== c.leader)
         .map((m) => c.waitForEvent(m, (e) => e.type === "leader" && e.name === c.leader.name, 0, 10_000, `follow ${c.leader.name}`)),
     );
+    // On NATS the "line" is the key's holder alone: followers hold nothing.
+    const fullLine = c.queue ? memberCount : 1;
     c.initialLine = await c.until(async () => {
       const line = await c.line();
-      return line.length === memberCount && line[0]!.name === c.leader.name ? line : undefined;
+      return line.length === fullLine && line[0]!.name === c.leader.name ? line : undefined;
     }, 5_000, "a line of every member with the leader first");
-    c.followers = c.initialLine.slice(1).map((entry) => c.members.find((m) => m.name === entry.name)!);
+    c.followers = c.queue
+      ? c.initialLine.slice(1).map((entry) => c.members.find((m) => m.name === entry.name)!)
+      : c.members.filter((m) => m !== c.leader);
     c.mark(`ready: ${c.leader.name} leads (token ${first.event.type === "elected" ? first.event.token : "?"}), line ${c.initialLine.map((e) => e.name).join(" < ")}`);
 
     // The fault, within its budget.
@@ -372,6 +446,7 @@ export async function runScenario(scenario: Scenario, backend: Backend, options:
         allowedOverlapMs: scenario.allowedOverlapMs ?? 0,
         endOfHistory,
         ...(required ? { healedAt: outcome!.healedAt, maxReelectMs: c.recoveryBoundMs } : {}),
+        ...(outcome?.tokensRestartAt !== undefined ? { tokensRestartAt: outcome.tokensRestartAt } : {}),
       },
     );
     problems.push(...report.problems);
@@ -470,6 +545,7 @@ async function settledProblem(c: ScenarioContext): Promise<string> {
   }
   const line = await c.line();
   const names = line.map((e) => e.name);
+  if (!c.queue) return names.length === 1 && names[0] === leader.name ? "" : `the key holds [${names.join(", ")}], not ${leader.name}`;
   const expected = running.map((m) => m.name).sort();
   if (JSON.stringify([...names].sort()) !== JSON.stringify(expected)) {
     return `etcd holds memberships of [${names.join(", ")}], running members are [${expected.join(", ")}]`;

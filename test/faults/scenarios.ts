@@ -2,6 +2,7 @@
 import { clusterLeaderCrash, etcdLongOutage, etcdQuickRestart } from "./etcd-faults";
 import { gracefulStop, sigkillLeader, sigstopLeader } from "./member-faults";
 import { partitionFollower, partitionLeaderBlackhole, partitionLeaderReset, slowLeaderLink } from "./network-faults";
+import { natsBucketRecreate, natsKeyPurge } from "./nats-faults";
 import { silentFollowerThenLeaderLeaves, silentLeader } from "./silent-faults";
 import { externalDelete, historyGone, wholeElectionDelete } from "./store-faults";
 import type { Scenario } from "./types";
@@ -22,4 +23,6 @@ export const SCENARIOS: readonly Scenario[] = [
   historyGone,
   externalDelete,
   wholeElectionDelete,
+  natsKeyPurge,
+  natsBucketRecreate,
 ];

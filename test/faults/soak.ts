@@ -1,9 +1,9 @@
-// `npm run soak`: every fault scenario on both APIs, N times in a row each
+// `npm run soak`: every fault scenario on both etcd APIs and NATS KV (where it applies), N times in a row each
 // (default 10), then a table per scenario: passes, the time to a leader after
 // the fault (median and max), the longest leaderless stretch, the longest
 // overlap of two terms, and the errors members reported.
 //
-// Usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3]... [--scenario id]... [--json file]
+// Usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3|nats]... [--scenario id]... [--json file]
 //
 // Prints one line per run, and for a failed run its problems and the full
 // timeline of every member. Exits 1 if any run failed. Every process, proxy
@@ -12,11 +12,11 @@ import { writeFileSync } from "node:fs";
 import { killAllMembers } from "../helpers/member-process";
 import { cleanupEverything, runScenario, type ScenarioResult } from "./runner";
 import { SCENARIOS } from "./scenarios";
-import { BACKENDS, type Backend } from "./types";
+import { FAULT_BACKENDS, type FaultBackend } from "./types";
 
 interface Args {
   runs: number;
-  backends: Backend[];
+  backends: FaultBackend[];
   scenarios: string[];
   json: string | undefined;
 }
@@ -35,7 +35,7 @@ function parseArgs(argv: string[]): Args {
       if (!Number.isInteger(args.runs) || args.runs < 1 || args.runs > 1000) usage("--runs takes a whole number from 1 to 1000");
     } else if (arg === "--backend") {
       const b = value();
-      if (b !== "v2" && b !== "v3") usage("--backend takes v2 or v3");
+      if (b !== "v2" && b !== "v3" && b !== "nats") usage("--backend takes v2, v3 or nats");
       args.backends.push(b);
     } else if (arg === "--scenario") {
       const id = value();
@@ -50,11 +50,11 @@ function parseArgs(argv: string[]): Args {
       usage(`unknown argument ${arg}`);
     }
   }
-  if (args.backends.length === 0) args.backends = [...BACKENDS];
+  if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS];
   return args;
 }
 
-const USAGE = "usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3]... [--scenario id]... [--json file]";
+const USAGE = "usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3|nats]... [--scenario id]... [--json file]";
 
 function usage(problem: string): never {
   process.stderr.write(`soak: ${problem}\n${USAGE}\n`);
@@ -82,6 +82,7 @@ async function main(): Promise<void> {
   );
   for (const scenario of scenarios) {
     for (const backend of args.backends) {
+      if (scenario.notFor?.[backend]) continue;
       for (let run = 1; run <= args.runs && !interrupted; run++) {
         const result = await runScenario(scenario, backend);
         results.push(result);

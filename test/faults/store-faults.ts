@@ -1,6 +1,8 @@
-// Things done to etcd's data from outside the election: history that watches
-// need is made to disappear, and the leader's key is deleted by an operator.
+// Things done to the store's data from outside the election: history that
+// watches need is made to disappear (etcd), and the leader's key is deleted by
+// an operator (etcd, and the NATS bucket's key). NATS-only ones: nats-faults.ts.
 import { randomUUID } from "node:crypto";
+import { checkNextInLine } from "./member-faults";
 import type { Scenario } from "./types";
 
 /** More than etcd's v2 event history (1000 events). */
@@ -8,6 +10,7 @@ const UNRELATED_WRITES = 1_200;
 
 export const historyGone: Scenario = {
   id: "history-gone",
+  notFor: { nats: "etcd's event history and compaction; a NATS watch is a consumer that resumes from its own sequence" },
   title:
     `${UNRELATED_WRITES} unrelated writes while the members wait, so that etcd no longer has the history their ` +
     "watches started from (v3: then compacted), then every member's connections are reset so that every watch " +
@@ -59,22 +62,29 @@ export const externalDelete: Scenario = {
   id: "external-delete",
   allowedOverlapMs: EXTERNAL_DELETE_OVERLAP_MS,
   title:
-    "the leader's key is deleted from outside (v2: HTTP DELETE; v3: etcdctl del): the leader steps down, the next " +
+    "the leader's key is deleted from outside (v2: HTTP DELETE; v3: etcdctl del; NATS: a KV delete): the leader steps down, the next " +
     `member is elected, the two overlap by at most ${EXTERNAL_DELETE_OVERLAP_MS} ms, and the old leader rejoins ` +
     "at the back of the line",
   async run(c) {
     const leader = c.leader;
     const entry = c.initialLine[0]!;
     const faultAt = c.mark(`delete ${leader.name}'s key ${entry.key} from outside`);
-    await c.admin.deleteKey(entry.key);
-    const next = await c.waitForElection(c.followers, faultAt);
+    await (c.queue ? c.admin.deleteKey(entry.key) : c.natsAdmin.deleteKey(entry.key));
+    // On NATS the old leader races for the key again too (after its back-off).
+    const next = await c.waitForElection(c.queue ? c.followers : c.members, faultAt);
     const stepDown = await c.waitForEvent(leader, (e) => e.type === "unelected", faultAt, c.recoveryBoundMs, "step down");
     c.figure("stepDownAfterDeleteMs", stepDown.at - faultAt);
     c.figure("successorElectedAfterDeleteMs", next.event.at - faultAt);
     // Positive: both believed they led for that long.
     c.figure("oldLeaderLateByMs", stepDown.at - next.event.at);
-    c.check(next.member === c.followers[0], `${next.member.name} took over, not ${c.followers[0]!.name}, the next in line`);
-
+    checkNextInLine(c, next.member);
+    if (!c.queue) {
+      // NATS holds nothing for a follower: the old leader simply follows the new one (or won the race again).
+      if (next.member !== leader) {
+        await c.waitForEvent(leader, (e) => e.type === "leader" && e.name === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
+      }
+      return { faultAt, healedAt: faultAt, reelection: "required" };
+    }
     const back = await c.until(
       async () => {
         const line = await c.line();
@@ -94,6 +104,7 @@ export const externalDelete: Scenario = {
 export const wholeElectionDelete: Scenario = {
   id: "whole-election-delete",
   members: 4,
+  notFor: { nats: "a line of memberships; a NATS election is one key (see nats-key-purge and nats-bucket-recreate)" },
   allowedOverlapMs: EXTERNAL_DELETE_OVERLAP_MS,
   title:
     "every membership is deleted at once from outside (v2: recursive DELETE of the directory; v3: etcdctl del " +

@@ -1,9 +1,15 @@
 // Shared vocabulary of the fault-injection scenarios (test/faults/*.ts).
 import type { ScenarioContext } from "./runner";
 
+/** The etcd APIs: what the in-process tests that take etcd clients run on. */
 export type Backend = "v2" | "v3";
 
 export const BACKENDS: readonly Backend[] = ["v2", "v3"];
+
+/** What the fault suite runs on: both etcd APIs and NATS JetStream KV. */
+export type FaultBackend = Backend | "nats";
+
+export const FAULT_BACKENDS: readonly FaultBackend[] = [...BACKENDS, "nats"];
 
 /**
  * What the members must do once the fault is over:
@@ -23,6 +29,12 @@ export interface ScenarioOutcome {
    */
   healedAt: number;
   reelection: Reelection;
+  /**
+   * The store was wiped and made again at this moment (a NATS bucket deleted
+   * and re-created), so its revisions, and the tokens, start again: the first
+   * term from here may carry a smaller token than the last one before.
+   */
+  tokensRestartAt?: number;
 }
 
 export interface Scenario {
@@ -34,10 +46,12 @@ export interface Scenario {
   members?: number;
   /** Membership TTL in seconds. Default 2. */
   ttlSeconds?: number;
-  /** etcd servers; more than one makes a cluster. Default 1. */
+  /** etcd servers; more than one makes a cluster. Default 1. (NATS runs use one nats-server.) */
   etcdServers?: number;
   /** Election options every member is created with (in ms), beyond the TTL. Default none. */
   memberOptions?: Record<string, unknown>;
+  /** Backends the scenario does not apply to, each with the reason (the suite reports it as a skip). */
+  notFor?: Partial<Record<FaultBackend, string>>;
   /** Overlap of two members' terms that is tolerated. Default 0. */
   allowedOverlapMs?: number;
   /** The fault itself; the runner does the setup, the settling, the common checks and the teardown. */

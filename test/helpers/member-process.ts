@@ -12,9 +12,11 @@ import { createInterface } from "node:readline";
 import type { HistoryEvent, MemberHistory } from "./leadership-history";
 
 export interface MemberConfig {
-  backend: "v2" | "v3";
-  /** host:port pairs of etcd (or of fault proxies in front of it). */
+  backend: "v2" | "v3" | "nats";
+  /** host:port pairs of etcd or nats-server (or of fault proxies in front of them). */
   hosts: string[];
+  /** NATS only: the KV bucket the election key is in (it must exist, with a TTL). */
+  bucket?: string;
   key: string;
   name: string;
   ttl: number;

@@ -1,0 +1,87 @@
+// A watch of the election key, read one entry at a time with a deadline: a
+// follower waits for the next write *or* for the moment the holder's entry
+// must have expired, whichever comes first. On nats-server 2.9 an entry that
+// ages out gives a watch no event, so the deadline is how followers learn of
+// a crashed leader; deletes and purges arrive as entries.
+import { untilAborted } from "../abort";
+import { keyState, type KeyState, type NatsKvBucket, type NatsKvWatch } from "./nats-kv-client";
+
+export class KeyWatch {
+  private readonly queue: KeyState[] = [];
+  /** Why the watch ended by itself (the connection closed, the consumer went). */
+  private ended: Error | undefined;
+  private wake: (() => void) | undefined;
+  private closed = false;
+
+  private constructor(private readonly iterator: NatsKvWatch) {
+    void this.pump();
+  }
+
+  /** Opens a watch of new writes to `key` (not its current value: read that after opening, so nothing falls between). */
+  static async open(bucket: NatsKvBucket, key: string, signal: AbortSignal): Promise<KeyWatch> {
+    const opening = bucket.watch({ key, include: "updates" });
+    // A watch that opens after we stopped waiting would hold a consumer on the server: stop it.
+    opening.then(
+      (iterator) => {
+        if (signal.aborted) iterator.stop();
+      },
+      () => undefined,
+    );
+    return new KeyWatch(await untilAborted("watch", opening, signal));
+  }
+
+  /**
+   * The next entry, or undefined once `dueAt` (performance.now() time) has
+   * passed first. Throws if the watch ended, or with the signal's reason.
+   */
+  async next(dueAt: number, signal: AbortSignal): Promise<KeyState | undefined> {
+    for (;;) {
+      const entry = this.queue.shift();
+      if (entry) return entry;
+      if (this.ended) throw this.ended;
+      signal.throwIfAborted();
+      const wait = dueAt - performance.now();
+      if (wait <= 0) return undefined;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal.removeEventListener("abort", done);
+          this.wake = undefined;
+          resolve();
+        };
+        const timer = wait === Infinity ? undefined : setTimeout(done, wait);
+        signal.addEventListener("abort", done, { once: true });
+        this.wake = done;
+      });
+    }
+  }
+
+  /**
+   * Takes every entry queued so far and gives the newest, if it is at
+   * revision `atLeast` or later; undefined (and nothing kept) if not.
+   */
+  newest(atLeast: number): KeyState | undefined {
+    const newest = this.queue.at(-1);
+    this.queue.length = 0;
+    return newest && newest.revision >= atLeast ? newest : undefined;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.iterator.stop();
+  }
+
+  private async pump(): Promise<void> {
+    try {
+      for await (const entry of this.iterator) {
+        this.queue.push(keyState(entry));
+        this.wake?.();
+      }
+      if (!this.closed) this.ended = new Error("the watch of the election key ended (connection closed?)");
+    } catch (err) {
+      this.ended = err instanceof Error ? err : new Error(String(err));
+    } finally {
+      this.wake?.();
+    }
+  }
+}

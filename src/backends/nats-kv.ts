@@ -1,0 +1,262 @@
+// An election on one key of a NATS JetStream KV bucket (nats-server 2.9 and
+// later), the race-style protocol of nats-kv-leader-elect, so that its Go
+// members and ours share one election:
+//
+//   campaign  create(key, name): succeeds only if the key is absent, deleted
+//             or purged. The winner's token is the create's revision (a
+//             stream sequence: it only grows, while the bucket lives).
+//   renew     update(key, name, our last revision), every refreshInterval
+//             (nats-kv-holder.ts). A failed revision check is a loss.
+//   follow    watch the key: a value names the leader; a delete or purge
+//             marker starts the next campaign at once.
+//   expiry    silent on 2.9 (no marker, no watch event), so a follower counts
+//             from when it saw the holder's last write arrive: the server
+//             wrote it before then, so it is gone by (arrival + bucket TTL).
+//             It campaigns then, with a little jitter. While the leader
+//             renews, every renewal pushes that moment back, so a healthy
+//             election costs followers no request at all; the moment doubles
+//             as the safety net for a watch that missed an event.
+//   leave     delete(key) conditioned on our last revision.
+//
+// The TTL is the bucket's max_age, the same for every key: the member reads
+// it from the bucket's status and reports it with every claim, and the entry
+// (nats.ts) refuses timings it cannot keep.
+//
+// Why a new leader needs no "announce only after a delay" (the Go
+// implementation waits a campaign interval before telling its leader): a
+// leader here believes it leads only until S + TTL - stepDownMargin, S being
+// when its last confirmed write was *sent* (term.ts). The server stamped that
+// write after S and keeps it at least TTL from the stamp, so while the old
+// leader believes, its entry exists and no create can succeed. By the time a
+// create can succeed, the old leader stopped believing stepDownMargin ago.
+import { untilAborted } from "../abort";
+import type { Claim, ElectionBackend, Leader, LeaderListener } from "../backend";
+import { log } from "../log";
+import { KeyHolder, type NatsMembership } from "./nats-kv-holder";
+import { KeyWatch } from "./nats-kv-watch";
+import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats-kv-client";
+
+export type { NatsMembership };
+
+/** What a follower knows of the member holding the key. */
+interface Holder {
+  readonly name: string;
+  /** The revision at which this holder's term was first seen: its create, if the follower saw that. */
+  readonly token: number;
+  /** The revision of its latest write seen. */
+  revision: number;
+  /** performance.now() by which its latest write must have aged out, unless renewed. */
+  goneBy: number;
+}
+
+export class NatsKvBackend implements ElectionBackend<NatsMembership> {
+  private readonly holder: KeyHolder;
+  private ttl: number | undefined;
+  /** The bucket's name, once its status was read. */
+  private bucketName = "";
+
+  constructor(
+    private readonly bucket: NatsKvBucket,
+    private readonly key: string,
+    private readonly name: string,
+  ) {
+    this.holder = new KeyHolder(bucket, key, name);
+  }
+
+  /** "NATS KV <bucket>/<key>", for logs and diagnostics. */
+  get description(): string {
+    return `NATS KV ${this.bucketName ? `${this.bucketName}/` : ""}${this.key}`;
+  }
+
+  /**
+   * The bucket's TTL in ms (its max_age), read once and again after the
+   * bucket went missing (it may come back with another TTL). 0: no expiry.
+   */
+  async bucketTtl(signal: AbortSignal): Promise<number> {
+    if (this.ttl === undefined) {
+      const status = await untilAborted("read bucket status", this.bucket.status(), signal);
+      this.bucketName = status.bucket;
+      this.ttl = status.ttl;
+    }
+    return this.ttl;
+  }
+
+  async awaitTurn(held: Claim<NatsMembership> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
+    // The state machine passes back what we won when it starts a phase over
+    // (after a store outage): still ours, it is our turn again; else lost.
+    if (held) {
+      await this.holder.confirm(held.membership, signal);
+      return held;
+    }
+    try {
+      return await this.campaign(onLeader, signal);
+    } catch (err) {
+      if (isBucketMissing(err)) this.ttl = undefined;
+      throw err;
+    }
+  }
+
+  private async campaign(onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
+    const ttlMs = await this.bucketTtl(signal);
+    // Opened before the first create, so no write after it goes unseen.
+    const watch = await KeyWatch.open(this.bucket, this.key, signal);
+    try {
+      let holder: Holder | undefined;
+      /** The revision of the delete or purge marker the key was last seen at, if it was. */
+      let marker: number | undefined;
+      /** The holder whose entry should have aged out by now, while we check that it did. */
+      let overdue: { holder: Holder; checks: number } | undefined;
+      for (;;) {
+        if (!holder) {
+          const won = await this.tryCreate(ttlMs, marker, signal);
+          if (typeof won === "object") return won;
+          // The write that beat ours (revision `won`) is usually on the watch
+          // already: the new leader is known without a read.
+          const current = watch.newest(won) ?? keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+          // Gone again between the create and the read: race for it again.
+          marker = current.name === undefined && current.revision > 0 ? current.revision : undefined;
+          if (current.name === undefined) continue;
+          if (overdue && current.revision === overdue.holder.revision) {
+            // The server ages entries out on a timer of its own, a little
+            // after max_age: look again shortly, a little later each time.
+            holder = overdue.holder;
+            holder.goneBy = performance.now() + Math.min(ttlMs / 4, 25 * 2 ** overdue.checks++);
+            continue;
+          }
+          overdue = undefined;
+          holder = { name: current.name, token: current.revision, revision: current.revision, goneBy: current.seenAt + ttlMs };
+          onLeader({ name: holder.name, token: holder.token });
+        }
+        const entry = await watch.next(holder.goneBy + jitter(ttlMs), signal);
+        if (!entry) {
+          // Its last write has aged out unless we missed a renewal: race for the key.
+          overdue = { holder, checks: overdue?.holder === holder ? overdue.checks : 0 };
+          holder = undefined;
+          continue;
+        }
+        if (entry.revision <= holder.revision) continue;
+        if (entry.name === undefined) {
+          // Deleted or purged: the holder left, or an operator removed it.
+          holder = undefined;
+          overdue = undefined;
+          marker = entry.revision;
+          onLeader(undefined);
+          continue;
+        }
+        if (entry.name !== holder.name) {
+          holder = { name: entry.name, token: entry.revision, revision: entry.revision, goneBy: 0 };
+          onLeader({ name: holder.name, token: holder.token });
+        }
+        holder.revision = entry.revision;
+        holder.goneBy = entry.seenAt + ttlMs;
+      }
+    } finally {
+      watch.close();
+    }
+  }
+
+  /**
+   * One create; the claim if it won, else the key's current revision. Over
+   * a delete or purge marker seen at revision `marker`, the create is the
+   * write conditioned on that revision, which is what the client's create
+   * sends after a failed first try and a read: one round trip instead of three.
+   */
+  private async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
+    // The entry lives TTL from when the server stamps it, which is after this.
+    const sentAt = performance.now();
+    const create = marker ? this.bucket.update(this.key, this.name, marker) : this.bucket.create(this.key, this.name);
+    // A create that wins after we stopped waiting would hold the key for a
+    // whole TTL with nobody renewing it: give it back.
+    create.then(
+      (revision) => {
+        if (signal.aborted) this.leaveInBackground(this.holder.membership(revision));
+      },
+      () => undefined,
+    );
+    try {
+      const revision = await untilAborted("create election key", create, signal);
+      return { membership: this.holder.membership(revision), token: revision, sentAt, ttlMs };
+    } catch (err) {
+      const current = wrongLastSequence(err);
+      if (current !== undefined) return current;
+      throw err;
+    }
+  }
+
+  renew(membership: NatsMembership, signal: AbortSignal): Promise<void> {
+    return this.holder.renew(membership, signal);
+  }
+
+  awaitLoss(membership: NatsMembership, signal: AbortSignal): Promise<void> {
+    return this.holder.awaitLoss(membership, signal);
+  }
+
+  leave(membership: NatsMembership, signal: AbortSignal): Promise<void> {
+    return this.holder.leave(membership, signal);
+  }
+
+  async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+    const ttlMs = await this.bucketTtl(signal);
+    const watch = await KeyWatch.open(this.bucket, this.key, signal);
+    try {
+      let holder = this.toHolder(await this.read(signal), undefined, ttlMs);
+      onLeader(leaderOf(holder));
+      for (;;) {
+        const entry = await watch.next(holder ? holder.goneBy + jitter(ttlMs) : Infinity, signal);
+        // Due: its entry has aged out, unless we missed a write. Look.
+        const state = entry ?? (await this.read(signal));
+        if (holder && state.revision !== 0 && state.revision <= holder.revision) {
+          // Nothing newer: the server has yet to age it out; look again soon.
+          if (!entry) holder.goneBy = performance.now() + Math.min(ttlMs / 4, 100);
+          continue;
+        }
+        const next = this.toHolder(state, holder, ttlMs);
+        if (leaderOf(next)?.token !== leaderOf(holder)?.token || next?.name !== holder?.name) onLeader(leaderOf(next));
+        holder = next;
+      }
+    } finally {
+      watch.close();
+    }
+  }
+
+  async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
+    const state = await this.read(signal);
+    return state.name === undefined ? undefined : { name: state.name, token: state.revision };
+  }
+
+  private async read(signal: AbortSignal): Promise<KeyState> {
+    return keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+  }
+
+  /** The holder `state` shows: the same term as `previous` if the name is the same, else a new one. */
+  private toHolder(state: KeyState, previous: Holder | undefined, ttlMs: number): Holder | undefined {
+    if (state.name === undefined) return undefined;
+    const sameTerm = previous?.name === state.name;
+    return {
+      name: state.name,
+      token: sameTerm ? previous.token : state.revision,
+      revision: state.revision,
+      goneBy: state.seenAt + ttlMs,
+    };
+  }
+
+  private leaveInBackground(membership: NatsMembership): void {
+    this.holder.leave(membership, AbortSignal.timeout(5_000)).then(
+      () => log.nats("gave back %s (revision %d) won after the campaign stopped", this.key, membership.revision),
+      (err: unknown) => log.nats("could not give back %s: %s", this.key, (err as Error).message),
+    );
+  }
+}
+
+/**
+ * A follower's campaign moment is spread over a few per cent of the TTL (at
+ * most 50 ms), so that many followers do not all send their create in the
+ * same millisecond; one wins either way.
+ */
+function jitter(ttlMs: number): number {
+  return Math.random() * Math.min(50, ttlMs / 20);
+}
+
+function leaderOf(holder: Holder | undefined): Leader | undefined {
+  return holder && { name: holder.name, token: holder.token };
+}

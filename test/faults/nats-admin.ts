@@ -1,0 +1,67 @@
+// Direct access to the nats-server a NATS fault scenario runs against,
+// bypassing the members' proxies: the bucket the election lives in, the key's
+// holder read as a one-entry "line", and what an operator does from outside
+// (delete or purge the key, delete the bucket and make it again). One
+// connection, closed with the run.
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Kvm, type KV } from "@nats-io/kv";
+import type { NatsServer } from "../helpers/nats-server";
+import type { LineEntry } from "./etcd-admin";
+
+/** The bucket every NATS scenario's election lives in. */
+export const FAULTS_BUCKET = "faults";
+
+export class NatsAdmin {
+  private constructor(
+    private readonly connection: NatsConnection,
+    private kv: KV,
+    private readonly ttlMs: number,
+  ) {}
+
+  /** Connects (straight to the server) and makes the bucket, with the scenario's TTL as its max_age. */
+  static async open(server: NatsServer, ttlMs: number): Promise<NatsAdmin> {
+    // Through a server restart the connection must come back by itself.
+    const connection = await connect({ servers: server.url, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+    try {
+      const kv = await new Kvm(connection).create(FAULTS_BUCKET, { ttl: ttlMs, history: 1 });
+      return new NatsAdmin(connection, kv, ttlMs);
+    } catch (err) {
+      await connection.close();
+      throw err;
+    }
+  }
+
+  /** The key's holder as a line of one (empty while nobody holds it): name, and the revision as token. */
+  async line(key: string): Promise<LineEntry[]> {
+    const entry = await this.kv.get(key);
+    if (!entry || entry.operation !== "PUT") return [];
+    return [{ key, name: entry.string(), token: entry.revision }];
+  }
+
+  async deleteKey(key: string): Promise<void> {
+    await this.kv.delete(key);
+  }
+
+  async purgeKey(key: string): Promise<void> {
+    await this.kv.purge(key);
+  }
+
+  /** The stream's last sequence: every revision so far is at most this. */
+  async lastRevision(): Promise<number> {
+    return (await this.kv.status()).streamInfo.state.last_seq;
+  }
+
+  /** Deletes the bucket (its stream) as `nats kv rm` would. */
+  async deleteBucket(): Promise<void> {
+    await this.kv.destroy();
+  }
+
+  /** Makes the bucket again, empty, with the same TTL. */
+  async createBucket(): Promise<void> {
+    this.kv = await new Kvm(this.connection).create(FAULTS_BUCKET, { ttl: this.ttlMs, history: 1 });
+  }
+
+  async close(): Promise<void> {
+    await this.connection.close().catch(() => undefined);
+  }
+}

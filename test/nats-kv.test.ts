@@ -1,0 +1,404 @@
+// The NATS KV backend against a real nats-server with JetStream (Debian's
+// 2.9): elections among our members, graceful and silent (expiry) fail-over,
+// the key deleted or overwritten from outside, the conditional leave, the
+// observer and the one-shot read, whileLeading, bad input refused at once,
+// TLS with a password, and one election shared with a member that follows
+// the Go implementation's protocol on the raw KV.
+import assert from "node:assert/strict";
+import { after, afterEach, before, describe, it, type TestContext } from "node:test";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Kvm, type KV } from "@nats-io/kv";
+import { NatsKvBackend } from "../src/backends/nats-kv";
+import type { NatsMembership } from "../src/backends/nats-kv-holder";
+import { MembershipLostError } from "../src/errors";
+import type { Election } from "../src/election";
+import { natsLeader } from "../src/nats";
+import { FaultProxy } from "./helpers/fault-proxy";
+import { startNats, type NatsServer } from "./helpers/nats-server";
+import { makeTestPki } from "./helpers/tls";
+import { deferred, exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
+
+/** The bucket TTL most tests use: failovers by expiry stay short. */
+const TTL_MS = 2_000;
+/** Generous: elections settle in milliseconds, but the machine is shared. */
+const BOUND_MS = 15_000;
+const KEY = "leader";
+
+let server: NatsServer;
+let nc: NatsConnection;
+let kvm: Kvm;
+let buckets = 0;
+const elections = new Set<Election>();
+
+before(async () => {
+  server = await startNats();
+  nc = await connect({ servers: server.url });
+  kvm = new Kvm(nc);
+});
+
+afterEach(async () => {
+  await Promise.all([...elections].map((e) => e.leave()));
+  elections.clear();
+});
+
+after(async () => {
+  await nc?.close().catch(() => undefined);
+  await server?.close();
+  exitOrFail();
+});
+
+function freshBucket(ttlMs = TTL_MS, on: Kvm = kvm): Promise<KV> {
+  return on.create(`election_${++buckets}`, { ttl: ttlMs, history: 1 });
+}
+
+type Recorded = { type: "elected" | "unelected" | "leader"; value?: unknown; at: number };
+
+interface Member {
+  name: string;
+  election: Election;
+  events: Recorded[];
+}
+
+async function member(kv: KV, name: string): Promise<Member> {
+  const election = await natsLeader(kv, KEY, name);
+  const events: Recorded[] = [];
+  election.on("elected", (token) => events.push({ type: "elected", value: token, at: performance.now() }));
+  election.on("unelected", () => events.push({ type: "unelected", at: performance.now() }));
+  election.on("leader", (leader) => events.push({ type: "leader", value: leader, at: performance.now() }));
+  elections.add(election);
+  election.start();
+  return { name, election, events };
+}
+
+const leaders = (members: Member[]) => members.filter((m) => m.election.isLeader());
+const tokensOf = (m: Member) => m.events.filter((e) => e.type === "elected").map((e) => e.value as number);
+
+async function oneLeader(members: Member[], what = "one leader"): Promise<Member> {
+  const [leader] = await waitFor(what, BOUND_MS, () => {
+    const now = leaders(members);
+    assert.ok(now.length <= 1, `two leaders at once: ${now.map((m) => m.name).join(", ")}`);
+    return now.length === 1 ? now : undefined;
+  });
+  return leader!;
+}
+
+/** A member written on the raw KV the way the Go implementation works: create, then update with its last revision, never a delete. */
+class ForeignMember {
+  revision = 0;
+  private timer: NodeJS.Timeout | undefined;
+  constructor(
+    private readonly kv: KV,
+    readonly name: string,
+  ) {}
+
+  /** One campaign tick: true if it holds the key after it. */
+  async tick(): Promise<boolean> {
+    try {
+      this.revision = this.revision ? await this.kv.update(KEY, this.name, this.revision) : await this.kv.create(KEY, this.name);
+      return true;
+    } catch {
+      this.revision = 0;
+      return false;
+    }
+  }
+
+  keepTicking(everyMs: number): void {
+    this.timer = setInterval(() => void this.tick(), everyMs);
+  }
+
+  /** Stops, as a crash would: the key stays until it ages out. */
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}
+
+describe("NATS KV elections (nats-server 2.9)", () => {
+  it("elects one of three members; the others are told its name, and the token is the create's revision", async () => {
+    const kv = await freshBucket();
+    const members = await Promise.all(["a", "b", "c"].map((name) => member(kv, name)));
+    const leader = await oneLeader(members);
+    const entry = await kv.get(KEY);
+    assert.equal(entry?.string(), leader.name);
+    const [token] = tokensOf(leader);
+    assert.ok(token! > 0 && token! <= entry!.revision);
+    for (const other of members.filter((m) => m !== leader)) {
+      await waitFor(`${other.name} to be told the leader`, BOUND_MS, () =>
+        other.events.some((e) => e.type === "leader" && e.value === leader.name),
+      );
+    }
+    // Renewals go on: well past the TTL, the same leader, and only one.
+    await sleep(TTL_MS * 1.5);
+    assert.deepEqual(leaders(members), [leader]);
+    assert.ok((await kv.get(KEY))!.revision > entry!.revision, "the leader renewed its key");
+  });
+
+  it("a leader that stops deletes its key and the next member is elected at once, with a larger token", async (t) => {
+    const kv = await freshBucket();
+    const members = await Promise.all(["a", "b", "c"].map((name) => member(kv, name)));
+    let remaining = members;
+    const tokens = [tokensOf(await oneLeader(remaining)).at(-1)!];
+    for (let round = 0; round < 2; round++) {
+      const leader = await oneLeader(remaining);
+      const stoppedAt = performance.now();
+      await leader.election.leave();
+      remaining = remaining.filter((m) => m !== leader);
+      const next = await oneLeader(remaining, "the next leader");
+      const electedAt = next.events.find((e) => e.type === "elected")!.at;
+      t.diagnostic(`round ${round + 1}: leave() called -> next elected in ${(electedAt - stoppedAt).toFixed(1)} ms`);
+      // A clean stop hands over through the delete marker, not by expiry.
+      assert.ok(electedAt - stoppedAt < TTL_MS, `took ${(electedAt - stoppedAt).toFixed(0)} ms, as long as an expiry`);
+      tokens.push(tokensOf(next).at(-1)!);
+    }
+    for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i]! > tokens[i - 1]!, `tokens ${tokens.join(", ")} must grow`);
+  });
+
+  it("followers take over a key nobody renews (a crashed holder) once it ages out: no event tells them, the arrival of its last write does", async (t) => {
+    const kv = await freshBucket();
+    const crashed = new ForeignMember(kv, "crashed");
+    assert.ok(await crashed.tick());
+    const lastWriteAcked = performance.now();
+    const members = await Promise.all(["a", "b"].map((name) => member(kv, name)));
+    await waitFor("the followers to name the holder", BOUND_MS, () =>
+      members.every((m) => m.events.some((e) => e.type === "leader" && e.value === "crashed")),
+    );
+    const leader = await oneLeader(members, "a member to take over after the expiry");
+    const electedAt = leader.events.find((e) => e.type === "elected")!.at;
+    t.diagnostic(`elected ${(electedAt - lastWriteAcked).toFixed(0)} ms after the holder's last write (bucket TTL ${TTL_MS} ms)`);
+    assert.ok(electedAt - lastWriteAcked >= TTL_MS - 50, "elected before the holder's entry could have aged out");
+  });
+
+  it("a leader whose key is deleted from outside steps down, and a member is elected again", async () => {
+    const kv = await freshBucket();
+    const members = await Promise.all(["a", "b"].map((name) => member(kv, name)));
+    const first = await oneLeader(members);
+    const firstToken = tokensOf(first)[0]!;
+    await kv.delete(KEY);
+    await waitFor("the leader to step down", BOUND_MS, () => first.events.some((e) => e.type === "unelected"));
+    const next = await oneLeader(members, "a leader after the delete");
+    assert.ok(tokensOf(next).at(-1)! > firstToken);
+  });
+
+  it("a leader whose key another writer overwrote steps down at once, and the overwriter is named as leader", async () => {
+    const kv = await freshBucket(10_000);
+    const first = await member(kv, "a");
+    await oneLeader([first]);
+    await kv.put(KEY, "intruder");
+    await waitFor("the leader to step down", BOUND_MS, () => first.events.some((e) => e.type === "unelected"));
+    await waitFor("the intruder to be named", BOUND_MS, () => first.events.some((e) => e.type === "leader" && e.value === "intruder"));
+    assert.equal(first.election.isLeader(), false);
+  });
+
+  it("a leader whose renewals failed for a while and then recovered keeps its term, never names itself as someone else's follower, and still sees an outside delete", async (t) => {
+    const proxy = await FaultProxy.start({ upstream: `127.0.0.1:${server.port}` });
+    t.after(() => proxy.close());
+    // Reconnects fast after the blackhole's reset; a short request timeout makes renewals fail within it.
+    const connection = await connect({ servers: proxy.hostPort, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+    t.after(() => connection.close());
+    const bucket = `election_${++buckets}`;
+    const kv = await new Kvm(connection).create(bucket, { ttl: 6_000, history: 1 });
+    // The test's own reads and writes go straight to the server.
+    const direct = await kvm.open(bucket);
+    const election = await natsLeader(kv, KEY, "solo", { requestTimeout: 400, retryInitialDelay: 100, retryMaxDelay: 200 });
+    elections.add(election);
+    const events: Recorded[] = [];
+    election.on("elected", (token) => events.push({ type: "elected", value: token, at: performance.now() }));
+    election.on("unelected", () => events.push({ type: "unelected", at: performance.now() }));
+    election.on("leader", (name) => events.push({ type: "leader", value: name, at: performance.now() }));
+    const renewalsFailed = new Promise<void>((resolve) => election.once("error", () => resolve()));
+    election.start();
+    await waitFor("elected", BOUND_MS, () => election.isLeader());
+    proxy.setMode("blackhole");
+    await withDeadline(renewalsFailed, BOUND_MS, "a renewal to fail");
+    proxy.heal();
+    // Renewals succeed again: the term goes on.
+    const revision = (await direct.get(KEY))!.revision;
+    await waitFor("a renewal after the heal", BOUND_MS, async () => (await direct.get(KEY))!.revision > revision);
+    await sleep(500);
+    assert.equal(election.isLeader(), true, "the term survived the failed renewals");
+    assert.deepEqual(events.filter((e) => e.type !== "elected").map((e) => `${e.type} ${e.value ?? ""}`), [], "no unelected, and never a leader event naming itself");
+    // And it still watches its key: a delete from outside ends the term.
+    await direct.delete(KEY);
+    await waitFor("the step-down after the delete", BOUND_MS, () => events.some((e) => e.type === "unelected"));
+  });
+
+  it("whileLeading runs the routine only while leading, aborts its signal when the leader stops, and rejects with an AbortError", async () => {
+    const kv = await freshBucket();
+    const election = await natsLeader(kv, KEY, "solo");
+    elections.add(election);
+    const started = deferred<AbortSignal>();
+    const done = election.whileLeading(async ({ signal }) => {
+      started.resolve(signal);
+      await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      return "ran";
+    });
+    const signal = await withDeadline(started.promise, BOUND_MS, "the routine to start");
+    assert.equal(signal.aborted, false);
+    assert.equal((await kv.get(KEY))?.string(), "solo");
+    election.stop();
+    await assert.rejects(withDeadline(done, BOUND_MS, "whileLeading to settle"), { name: "AbortError" });
+    assert.equal(signal.aborted, true);
+    await waitFor("the key to be deleted", BOUND_MS, async () => (await kv.get(KEY))?.operation === "DEL");
+  });
+
+  it("the observer follows the leader with its token, and nobody after it leaves; whoLeads reads it once", async () => {
+    const kv = await freshBucket();
+    assert.equal(await natsLeader.whoLeads(kv, KEY), undefined);
+    const observer = natsLeader.observe(kv, KEY);
+    const seen: Array<{ name: string | undefined; token: number | undefined }> = [];
+    observer.on("leader", (name, token) => seen.push({ name, token }));
+    observer.start();
+    try {
+      const a = await member(kv, "a");
+      await oneLeader([a]);
+      const token = tokensOf(a)[0]!;
+      await waitFor("the observer to see a", BOUND_MS, () => observer.currentLeader() === "a");
+      assert.deepEqual(await natsLeader.whoLeads(kv, KEY).then((l) => l?.name), "a");
+      // Renewals are not changes of leader.
+      await sleep(TTL_MS);
+      assert.deepEqual(seen.filter((s) => s.name === "a"), [{ name: "a", token }]);
+      await a.election.leave();
+      await waitFor("the observer to see nobody", BOUND_MS, () => seen.at(-1)?.name === undefined && seen.length > 1);
+      assert.equal(await natsLeader.whoLeads(kv, KEY), undefined);
+    } finally {
+      observer.stop();
+    }
+  });
+
+  it("the observer learns of a leader's silent expiry without a watch event", async () => {
+    const kv = await freshBucket();
+    const crashed = new ForeignMember(kv, "crashed");
+    assert.ok(await crashed.tick());
+    const observer = natsLeader.observe(kv, KEY).start();
+    try {
+      await waitFor("the observer to see the holder", BOUND_MS, () => observer.currentLeader() === "crashed");
+      await waitFor("the observer to see it gone", BOUND_MS, () => observer.currentLeader() === undefined);
+    } finally {
+      observer.stop();
+    }
+  });
+});
+
+describe("the NATS KV backend's writes", () => {
+  const backendOn = (kv: KV, name: string) => new NatsKvBackend(kv as never, KEY, name);
+  const win = async (backend: NatsKvBackend) =>
+    withDeadline(backend.awaitTurn(undefined, () => undefined, AbortSignal.timeout(BOUND_MS)), BOUND_MS, "a turn");
+
+  it("leave() deletes the key only while it is still ours: a late leaver leaves its successor's key alone", async () => {
+    const kv = await freshBucket(30_000);
+    const old = await win(backendOn(kv, "old"));
+    await kv.delete(KEY);
+    const successor = await win(backendOn(kv, "new"));
+    await backendOn(kv, "old").leave(old.membership, AbortSignal.timeout(5_000));
+    const entry = await kv.get(KEY);
+    assert.equal(entry?.string(), "new");
+    assert.equal(entry?.revision, successor.token);
+  });
+
+  it("a renewal with a stale revision is a lost membership, and a renewal keeps the revision for the next one", async () => {
+    const kv = await freshBucket(30_000);
+    const backend = backendOn(kv, "a");
+    const { membership } = await win(backend);
+    await backend.renew(membership, AbortSignal.timeout(5_000));
+    assert.equal(membership.revision, (await kv.get(KEY))!.revision);
+    await kv.put(KEY, "a");
+    await assert.rejects(backend.renew(membership, AbortSignal.timeout(5_000)), MembershipLostError);
+  });
+
+  it("a create that wins after its campaign was called off is given back", async () => {
+    const kv = await freshBucket(30_000);
+    const controller = new AbortController();
+    const turn = backendOn(kv, "late").awaitTurn(undefined, () => undefined, controller.signal);
+    controller.abort(new Error("called off"));
+    await assert.rejects(turn);
+    // Whether the create went out or not, no live entry of it is left for a TTL.
+    await waitFor("no live entry", BOUND_MS, async () => {
+      const entry = await kv.get(KEY);
+      return entry === null || entry.operation !== "PUT";
+    });
+  });
+});
+
+describe("bad input is refused at once", () => {
+  it("a bucket without a TTL: RangeError, before any write", async () => {
+    const kv = await kvm.create(`no_ttl_${++buckets}`, { history: 1 });
+    await assert.rejects(natsLeader(kv, KEY, "a"), (err: Error) => {
+      assert.ok(err instanceof RangeError);
+      assert.match(err.message, /no TTL \(max_age 0\)/);
+      return true;
+    });
+    assert.equal(await kv.get(KEY), null);
+  });
+
+  it("a bucket whose TTL is too short for the member's timing: RangeError naming both", async () => {
+    const kv = await freshBucket(1_000);
+    await assert.rejects(natsLeader(kv, KEY, "a", { refreshInterval: 900 }), (err: Error) => {
+      assert.ok(err instanceof RangeError);
+      assert.match(err.message, /max_age 1000 ms/);
+      assert.match(err.message, /refreshInterval 900 ms/);
+      return true;
+    });
+    await assert.rejects(natsLeader(kv, KEY, "a", { ttl: 5 }), /ttl option \(5 s\) differs from the bucket's TTL \(max_age 1000 ms\)/);
+  });
+
+  it("a handle that is no KV bucket, and a key NATS refuses: TypeError", async () => {
+    const kv = await freshBucket();
+    await assert.rejects(natsLeader(kvm as never, KEY, "a"), /not a NATS KV bucket/);
+    await assert.rejects(natsLeader(nc as never, KEY, "a"), /not a NATS KV bucket/);
+    for (const key of ["a b", "a.*", ".a", "a.", "a..b", ">"]) {
+      await assert.rejects(natsLeader(kv, key, "a"), /NATS refuses the key/, key);
+    }
+    assert.throws(() => natsLeader.observe(kv, "bad key"), /NATS refuses the key/);
+  });
+});
+
+describe("one election with a member of the Go implementation's protocol", () => {
+  it("never leads at the same time as ours, in either direction", async () => {
+    const kv = await freshBucket();
+    const foreign = new ForeignMember(kv, "go-member");
+    assert.ok(await foreign.tick());
+    foreign.keepTicking(TTL_MS * 0.4);
+    const ours = await member(kv, "ours");
+    await waitFor("ours to name the foreign leader", BOUND_MS, () =>
+      ours.events.some((e) => e.type === "leader" && e.value === "go-member"),
+    );
+    await sleep(TTL_MS * 1.5);
+    assert.equal(ours.election.isLeader(), false, "ours led while the foreign member renewed");
+    // The foreign member crashes: ours take over once its entry aged out.
+    foreign.stop();
+    await oneLeader([ours], "ours to take over");
+    // Now the foreign member campaigns and must fail while ours renews.
+    for (let i = 0; i < 5; i++) {
+      assert.equal(await foreign.tick(), false, "the foreign member won a key ours holds");
+      await sleep(TTL_MS * 0.3);
+    }
+    assert.equal((await kv.get(KEY))?.string(), "ours");
+    // Ours stops and deletes its key: the foreign member's next create wins.
+    await ours.election.leave();
+    assert.ok(await foreign.tick());
+  });
+});
+
+describe("a server with TLS and a password", () => {
+  it("elects over TLS with client certificates and user/password auth", async (t: TestContext) => {
+    const pki = makeTestPki();
+    t.after(() => pki.cleanup());
+    const auth = { user: "elector", password: "s3cret" };
+    const secure = await startNats({
+      tls: { certFile: pki.server.certFile, keyFile: pki.server.keyFile, caFile: pki.caFile, clientCertAuth: true },
+      auth,
+    });
+    t.after(() => secure.close());
+    const tls = { caFile: pki.caFile, certFile: pki.client.certFile, keyFile: pki.client.keyFile };
+    const connection = await connect({ servers: secure.url, user: auth.user, pass: auth.password, tls });
+    t.after(() => connection.close());
+    const kv = await freshBucket(TTL_MS, new Kvm(connection));
+    const members = await Promise.all(["a", "b"].map((name) => member(kv, name)));
+    const leader = await oneLeader(members);
+    assert.equal((await kv.get(KEY))?.string(), leader.name);
+    await Promise.all(members.map((m) => m.election.leave()));
+  });
+});
+
+// Types: the real handle fits what the backend asks for.
+export const kvFits = (kv: KV): Parameters<typeof natsLeader>[0] => kv;
+void (null as unknown as NatsMembership);
