@@ -4,7 +4,8 @@
 //
 //   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
 //                                       Then Put(that key, name, lease) Else Get(that key)
-//   renew     one LeaseKeepAlive round trip; a TTL of 0 means the lease is gone
+//   renew     one message on the client's shared LeaseKeepAlive stream, and its
+//             answer (etcd3-keepalive-stream.ts); a TTL of 0 means the lease is gone
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours):
 //             our own key and every member before it. None before it: we lead.
 //             Otherwise watch the member just before ours (etcd's recipe), the
@@ -50,11 +51,11 @@ import {
   etcd3Call,
   isCancelledByEtcd,
   isLeaseNotFound,
-  keepAliveOnce,
   withGrpcStatus,
   Watches,
   type Etcd3Client,
 } from "./etcd3-client";
+import { keepAliveStreamOf, type SharedKeepAliveStream } from "./etcd3-keepalive-stream";
 
 export interface V3Membership extends Membership {
   /** The member key, `<key>/<lease id in lowercase hex>`. */
@@ -79,6 +80,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   readonly description: string;
   /** `<key>/`, which every member key starts with. */
   private readonly prefix: string;
+  private readonly keepAlive: SharedKeepAliveStream;
 
   constructor(
     private readonly client: Etcd3Client,
@@ -88,6 +90,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   ) {
     this.prefix = `${key}/`;
     this.description = `etcd v3 ${key}`;
+    this.keepAlive = keepAliveStreamOf(client);
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
@@ -134,7 +137,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   async renew(membership: V3Membership, signal: AbortSignal): Promise<void> {
     let ttl: number;
     try {
-      ttl = Number((await keepAliveOnce(this.client, membership.leaseId, signal)).TTL);
+      ttl = Number((await this.keepAlive.renew(membership.leaseId, signal)).TTL);
     } catch (err) {
       if (isLeaseNotFound(err)) throw lostLease(membership, err);
       throw withGrpcStatus(err);
@@ -314,6 +317,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
+    this.keepAlive.release(membership.leaseId);
     try {
       await etcd3Call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
     } catch (err) {
@@ -379,6 +383,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   private revokeInBackground(leaseId: string): void {
+    this.keepAlive.release(leaseId);
     this.client.leaseClient.leaseRevoke({ ID: leaseId }).then(
       () => log.v3("revoked abandoned lease %s", leaseHex(leaseId)),
       (err: unknown) => log.v3("could not revoke abandoned lease %s: %s", leaseHex(leaseId), (err as Error).message),
