@@ -177,6 +177,37 @@ describe("v3 renewals on one keep-alive stream per client", () => {
     );
   });
 
+  it("a stream that breaks fails every renewal waiting on it at once, not at their timeouts", limit, async () => {
+    const proxy = await newProxy();
+    const client = newClient([proxy.hostPort]);
+    const first = await joined(client, uniqueKey("break-a"));
+    const second = await joined(client, uniqueKey("break-b"));
+    await first.backend.renew(first.membership, AbortSignal.timeout(2_000)); // the stream is open
+
+    proxy.setMode({ delayMs: 2_000 });
+    const sentAt = performance.now();
+    const renewals = [
+      first.backend.renew(first.membership, AbortSignal.timeout(10_000)),
+      second.backend.renew(second.membership, AbortSignal.timeout(10_000)),
+    ].map((renewal) => renewal.then(() => "answered", (err: Error) => `failed: ${err.message}`));
+    await sleep(200);
+    proxy.resetConnections();
+    const outcomes = await Promise.all(renewals);
+    const tookMs = performance.now() - sentAt;
+    for (const outcome of outcomes) assert.match(outcome, /^failed: /);
+    assert.ok(tookMs < 5_000, `both failed when the stream broke, after ${Math.round(tookMs)} ms, not at their 10 s timeout`);
+
+    proxy.setMode("pass");
+    await waitFor(async () => {
+      try {
+        await Promise.all([first, second].map(({ backend, membership }) => backend.renew(membership, AbortSignal.timeout(1_000))));
+        return true;
+      } catch {
+        return false;
+      }
+    }, "renewals to succeed on a new stream");
+  });
+
   it("a renewal etcd cannot answer (the connection is silent) fails at its timeout, and renewals work again after the heal", limit, async () => {
     const proxy = await newProxy();
     const client = newClient([proxy.hostPort]);
