@@ -391,9 +391,9 @@ describe("etcd v3 backend", () => {
 
     // That every wait ends at its signal and leaves no watch is the conformance suite's; here, the keep-alive stream.
     it("a renewal etcd does not answer (the server is frozen) is abandoned at once when its signal aborts; the keep-alive stream closes once the membership is left", limit, async () => {
+      const before = await serverStreams();
       const first = await joined(uniqueKey("abort"), "a");
       await first.backend.awaitTurn(first.claim, noLeader, timeout());
-      const before = await serverStreams();
       const reason = new Error("given up");
       const renewal = new AbortController();
       cluster.members[0]!.pause();

@@ -115,6 +115,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       log.v3("asked for a %d s lease, etcd granted %s s", this.ttlSeconds, lease.TTL);
     }
     const key = this.prefix + leaseHex(lease.ID);
+    this.keepAlive.retain(lease.ID);
     try {
       const txn = await this.client
         .if(key, "Create", "==", 0)

@@ -21,9 +21,9 @@
 // after a back-off if the last ones failed.
 //
 // The stream is open only while some lease on the client is in use: opened
-// by the first renewal, closed when the last lease is released (its election
-// left), so that a process whose elections all stopped has nothing open
-// and exits by itself.
+// when the first lease is granted (or renewed), closed when the last lease is
+// released (its election left), so that a process whose elections all stopped
+// has nothing open and exits by itself.
 import type { ILeaseKeepAliveRequest, ILeaseKeepAliveResponse, IDuplexStream } from "etcd3";
 import { abortReason } from "../abort";
 import { Backoff } from "../backoff";
@@ -114,6 +114,17 @@ export class SharedKeepAliveStream {
       if (this.stream) this.write(this.stream, leaseId, waiter);
       else this.open();
     });
+  }
+
+  /**
+   * `leaseId` was granted and will be renewed: the stream opens now if it is
+   * not open, so that the first renewal does not wait for it. (A renewal's
+   * deadline counts from before it is written; time spent opening the stream
+   * would come off the leader's margin.)
+   */
+  retain(leaseId: string): void {
+    this.inUse.add(leaseId);
+    if (!this.stream) this.open();
   }
 
   /** The lease will not be renewed again (its election left): the stream closes when no lease is left. */
