@@ -36,7 +36,7 @@ const functions = named.filter((name) => !/^[A-Z]/.test(name));
 // Type-only names of the namespace; generic ones with their parameters.
 const types = [
   "ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase",
-  "ElectionSettings", "ObserverSettings", "ElectionTarget", "WhoLeadsOptions", "WhoLeadsSettings",
+  "ElectionSettings", "ObserverSettings", "ElectionTarget", "WhoLeadsOptions", "WhoLeadsSettings", "Etcd3Options",
   "StartOptions", "ObserverStartOptions", "Leader", "LeaderChanges",
   "LeadershipTerm", "LeadershipRoutine<T>", "WhileLeadingOptions", "OnLoss", "WaitOptions",
   "ElectionState", "StateMessage", "RenewalMessage", "RetryMessage", "ErrorMessage",

@@ -13,7 +13,6 @@
 //   {"t":…,"name":"alpha","event":"left"}
 // A line "leave" on stdin (or stdin closing) makes it leave the election and exit 0.
 import { createInterface } from "node:readline";
-import { electionFaultHandling } from "../test/helpers/etcd3-fault-handling";
 import etcdLeader = require("../src/index");
 
 interface MemberConfig {
@@ -40,7 +39,7 @@ function createClient(): unknown {
   if (config!.api === "v3") {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Etcd3 } = require("etcd3") as typeof import("etcd3");
-    return new Etcd3({ hosts: config!.hosts, faultHandling: electionFaultHandling() });
+    return new Etcd3(etcdLeader.etcd3Options({ hosts: config!.hosts }));
   }
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const Etcd = require("node-etcd") as new (hosts: string[]) => unknown;

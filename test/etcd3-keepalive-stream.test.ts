@@ -9,7 +9,6 @@ import { Etcd3 } from "etcd3";
 import { EtcdV3Backend, type V3Membership } from "../src/backends/etcd-v3";
 import { RequestTimeoutError } from "../src/errors";
 import etcdLeader from "../src/index";
-import { electionFaultHandling } from "./helpers/etcd3-fault-handling";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { FaultProxy } from "./helpers/fault-proxy";
 
@@ -42,7 +41,7 @@ after(async () => {
 });
 
 function newClient(hosts: string[] = cluster.hostPorts): Etcd3 {
-  const c = new Etcd3({ hosts, faultHandling: electionFaultHandling() });
+  const c = new Etcd3(etcdLeader.etcd3Options({ hosts }));
   clients.add(c);
   return c;
 }

@@ -5,12 +5,13 @@
 import { Etcd3 } from "etcd3";
 import type { ElectionBackend } from "../../src/backend";
 import { EtcdV2Backend } from "../../src/backends/etcd-v2";
+import { etcd3Options } from "../../src/backends/etcd3-options";
+import { DEFAULT_WATCH_REARM_INTERVAL_MS } from "../../src/options";
 import { EtcdV3Backend } from "../../src/backends/etcd-v3";
 import type { NodeEtcdClient } from "../../src/backends/node-etcd-client";
 import { EtcdAdmin } from "../faults/etcd-admin";
 import type { Backend } from "../faults/types";
 import { startEtcd, type EtcdCluster } from "../helpers/etcd-server";
-import { electionFaultHandling } from "../helpers/etcd3-fault-handling";
 import { FaultProxy } from "../helpers/fault-proxy";
 import { openWatches } from "../helpers/store-clients";
 import type { ConformanceTarget, TargetElection } from "./target";
@@ -63,8 +64,8 @@ export function etcdTarget(api: Backend): ConformanceTarget {
           const proxy = await FaultProxy.start({ upstream: etcd.hostPorts });
           proxies.set(name, proxy);
           allProxies.push(proxy);
-          if (api === "v2") return new EtcdV2Backend(new Etcd([proxy.hostPort]), key, name, ttlSeconds);
-          const client = new Etcd3({ hosts: proxy.hostPort, faultHandling: electionFaultHandling() });
+          if (api === "v2") return new EtcdV2Backend(new Etcd([proxy.hostPort]), key, name, ttlSeconds, DEFAULT_WATCH_REARM_INTERVAL_MS);
+          const client = new Etcd3(etcd3Options({ hosts: proxy.hostPort }));
           etcd3Clients.push(client);
           return new EtcdV3Backend(client, key, name, ttlSeconds);
         },
