@@ -26,6 +26,8 @@ before(async () => {
 });
 
 afterEach(async () => {
+  // Leaving goes through the proxies: let them pass first.
+  for (const p of proxies) p.setMode("pass");
   await Promise.all([...elections].map((e) => e.leave()));
   elections.clear();
   await Promise.all([...memberships].map(({ backend, membership }) => backend.leave(membership, AbortSignal.timeout(2_000))));
@@ -174,6 +176,20 @@ describe("v3 renewals on one keep-alive stream per client", () => {
       secondTook >= 2 * delayMs - 20,
       `the renewal was answered after ${Math.round(secondTook)} ms, sooner than its request could make the round trip: it was given the older request's answer`,
     );
+  });
+
+  it("a stream on which two renewals in a row time out unanswered is dropped, and the next renewal opens another", limit, async () => {
+    const proxy = await newProxy();
+    const client = newClient([proxy.hostPort]);
+    const { backend, membership } = await joined(client, uniqueKey("silent-stream"));
+    await backend.renew(membership, AbortSignal.timeout(2_000)); // the stream is open
+    const started = (await keepAliveMetrics()).started;
+
+    proxy.setMode({ delayMs: 1_000 });
+    await assert.rejects(backend.renew(membership, AbortSignal.timeout(200)), RequestTimeoutError);
+    await assert.rejects(backend.renew(membership, AbortSignal.timeout(200)), RequestTimeoutError);
+    await backend.renew(membership, AbortSignal.timeout(10_000));
+    assert.equal((await keepAliveMetrics()).started - started, 1, "the silent stream was replaced by a new one");
   });
 
   it("a stream that breaks fails every renewal waiting on it at once, not at their timeouts", limit, async () => {

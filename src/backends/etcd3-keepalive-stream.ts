@@ -15,6 +15,11 @@
 // One that stops waiting before its request was written (the stream was still
 // opening) leaves the queue and is never sent.
 //
+// Those placeholders are bounded: a stream on which renewals time out twice
+// in a row with no answer at all in between is taken for broken (etcd, or the
+// connection, has stopped answering it; the requests after them would only
+// queue up behind) and is dropped like a failed one.
+//
 // When the stream fails (etcd restarted, the connection broke) every renewal
 // waiting on it fails at once, with the stream's error, and each election
 // retries as it would any failed renewal. The next renewal opens a new stream,
@@ -27,6 +32,7 @@
 import type { ILeaseKeepAliveRequest, ILeaseKeepAliveResponse, IDuplexStream } from "etcd3";
 import { abortReason } from "../abort";
 import { Backoff } from "../backoff";
+import { RequestTimeoutError } from "../errors";
 import { log } from "../log";
 import type { Etcd3Client } from "./etcd3-client";
 
@@ -37,6 +43,8 @@ interface Waiter {
   readonly reject: (err: unknown) => void;
   /** The request is on the stream: its answer will come, or the stream fails. */
   written: boolean;
+  /** The stream's answer count when the request was written. */
+  answersBefore: number;
   /** Nobody waits for the answer any more; it is dropped when it comes. */
   abandoned: boolean;
 }
@@ -44,6 +52,8 @@ interface Waiter {
 /** How long to wait before opening a stream again after the last one failed: short, renewals are waiting. */
 const REOPEN_INITIAL_DELAY_MS = 50;
 const REOPEN_MAX_DELAY_MS = 1_000;
+/** Renewals timed out in a row, with no answer on the stream since any of them was written, that make it broken. */
+const SILENT_TIMEOUTS_TO_DROP = 2;
 
 const streams = new WeakMap<object, SharedKeepAliveStream>();
 
@@ -73,8 +83,10 @@ export class SharedKeepAliveStream {
   private readonly inUse = new Set<string>();
   private readonly reopenBackoff = new Backoff(REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS);
   private reopenNotBefore = 0;
-  /** Streams opened so far, for tests and diagnostics. */
-  streamsOpened = 0;
+  /** Answers on the current stream so far. */
+  private answers = 0;
+  /** Renewals that timed out in a row on the current stream with no answer since they were written. */
+  private silentTimeouts = 0;
 
   constructor(private readonly client: Etcd3Client) {}
 
@@ -88,12 +100,14 @@ export class SharedKeepAliveStream {
     this.inUse.add(leaseId);
     return new Promise((resolve, reject) => {
       const onAbort = () => {
+        const reason = abortReason("keep-alive", signal);
         if (waiter.written) {
           waiter.abandoned = true;
+          if (reason instanceof RequestTimeoutError) this.timedOut(waiter);
         } else {
           this.removeWaiter(leaseId, waiter);
         }
-        reject(abortReason("keep-alive", signal));
+        reject(reason);
       };
       const waiter: Waiter = {
         resolve: (response) => {
@@ -105,6 +119,7 @@ export class SharedKeepAliveStream {
           reject(err);
         },
         written: false,
+        answersBefore: 0,
         abandoned: false,
       };
       signal.addEventListener("abort", onAbort, { once: true });
@@ -142,7 +157,14 @@ export class SharedKeepAliveStream {
 
   private write(stream: Stream, leaseId: string, waiter: Waiter): void {
     waiter.written = true;
+    waiter.answersBefore = this.answers;
     stream.write({ ID: leaseId });
+  }
+
+  private timedOut(waiter: Waiter): void {
+    if (!this.stream || this.answers !== waiter.answersBefore) return;
+    if (++this.silentTimeouts < SILENT_TIMEOUTS_TO_DROP) return;
+    this.streamFailed(this.stream, new Error(`etcd answered none of the last ${this.silentTimeouts} keep-alives on the stream in time; opening another`));
   }
 
   private open(): void {
@@ -166,12 +188,13 @@ export class SharedKeepAliveStream {
   private async openStream(): Promise<Stream> {
     const delay = this.reopenNotBefore - performance.now();
     if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
-    this.streamsOpened++;
     return this.client.leaseClient.leaseKeepAlive();
   }
 
   private attach(stream: Stream): void {
     this.stream = stream;
+    this.answers = 0;
+    this.silentTimeouts = 0;
     stream.on("data", (response: ILeaseKeepAliveResponse) => {
       if (this.stream === stream) this.answer(response);
     });
@@ -184,6 +207,8 @@ export class SharedKeepAliveStream {
 
   private answer(response: ILeaseKeepAliveResponse): void {
     this.reopenBackoff.reset();
+    this.answers++;
+    this.silentTimeouts = 0;
     const leaseId = String(response.ID);
     const queue = this.waiters.get(leaseId);
     const waiter = queue?.shift();
