@@ -52,6 +52,15 @@ export function idleRate(run: ScaleRun | undefined): number | undefined {
   return run?.idle ? perMemberPerSecond(run.idle, run.idle.requests) : undefined;
 }
 
+/**
+ * What etcd receives per renewal (every request in the window ÷ the
+ * renewals in it): a figure that does not depend on whether the member
+ * process could keep its renewal schedule, as the per-second rate does.
+ */
+export function requestsPerRenewal(run: ScaleRun | undefined): number | undefined {
+  return run?.idle && run.idle.renewals > 0 ? run.idle.requests / run.idle.renewals : undefined;
+}
+
 /** Follower learn delays (from the stop call) of every change after the cold starts. */
 export function learnDelays(result: ColdStartResult | undefined): { fromStop: number[]; fromElected: number[]; unaware: number; changes: number } {
   const changes = result?.changes ?? [];
@@ -154,7 +163,7 @@ function idle(results: BenchResults): string[] {
     for (const r of runs.filter((x) => x.n === n)) {
       const load = r.idle;
       rows.push([
-        n, label(r.subject), num(idleRate(r), 3),
+        n, label(r.subject), num(idleRate(r), 3), num(requestsPerRenewal(r), 3),
         load ? num(perMemberPerSecond(load, load.listings), 3) : undefined,
         load && load.renewals > 0 ? num(load.proposalsCommitted / load.renewals, 3) : undefined,
         load?.hostCpuPercent !== undefined ? `${num(load.hostCpuPercent, 0)}%` : undefined,
@@ -165,8 +174,9 @@ function idle(results: BenchResults): string[] {
   }
   const out = [
     `3. Idle load once settled (TTL ${results.meta.params.scale.ttl} s), per member per second: what etcd receives (v2: HTTP requests, counted by`,
-    "   a proxy; v3: gRPC messages received + streams opened, from etcd's /metrics), listings, raft proposals per renewal",
-    table(["N", "subject", "requests", "listings", "raft writes/renewal", "process CPU", "running", "by kind, per member per second"], rows),
+    "   a proxy; v3: gRPC messages received + streams opened, from etcd's /metrics), the same per renewal, listings,",
+    "   raft proposals per renewal",
+    table(["N", "subject", "requests", "per renewal", "listings", "raft writes/renewal", "process CPU", "running", "by kind, per member per second"], rows),
     "   process CPU: the member process's CPU time over the window ÷ the window (100% = one core); running: members that",
     "   had not given up after an error. A process near 100% sends what its CPU allows, not what its members would.",
   ];

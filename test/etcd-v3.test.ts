@@ -390,10 +390,10 @@ describe("etcd v3 backend", () => {
     });
 
     // That every wait ends at its signal and leaves no watch is the conformance suite's; here, the keep-alive stream.
-    it("a renewal etcd does not answer (the server is frozen) is abandoned at once when its signal aborts, and its stream closed", limit, async () => {
+    it("a renewal etcd does not answer (the server is frozen) is abandoned at once when its signal aborts; the keep-alive stream closes once the membership is left", limit, async () => {
+      const before = await serverStreams();
       const first = await joined(uniqueKey("abort"), "a");
       await first.backend.awaitTurn(first.claim, noLeader, timeout());
-      const before = await serverStreams();
       const reason = new Error("given up");
       const renewal = new AbortController();
       cluster.members[0]!.pause();
@@ -407,6 +407,7 @@ describe("etcd v3 backend", () => {
       } finally {
         cluster.members[0]!.resume();
       }
+      await first.backend.leave(first.membership, timeout());
       await waitFor(async () => (await serverStreams()).keepAlives === before.keepAlives, "the keep-alive stream to close", 2_000);
     });
   });

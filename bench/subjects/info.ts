@@ -14,6 +14,8 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     ours: true,
     electionKey: v2Key("ours-v2"),
     storePrefix: (key) => key,
+    // refreshInterval defaults to TTL / 2.
+    renewalsPerTtl: 2,
   },
   {
     id: "ours-v3",
@@ -22,6 +24,7 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     ours: true,
     electionKey: (scope) => `bench/ours-v3/${scope}`,
     storePrefix: (key) => `${key}/`,
+    renewalsPerTtl: 2,
   },
   {
     id: "ours-nats",
@@ -39,6 +42,8 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     ours: false,
     electionKey: v2Key("original"),
     storePrefix: (key) => key,
+    // Its refresh timer: ttl * 500 ms.
+    renewalsPerTtl: 2,
   },
   {
     id: "etcd3-election",
@@ -48,6 +53,8 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     electionKey: (scope) => `bench-etcd3/${scope}`,
     // etcd3's Election keeps its members under `election/<name>/`.
     storePrefix: (key) => `election/${key}/`,
+    // etcd3's Lease keeps its lease alive every TTL / 3.
+    renewalsPerTtl: 3,
   },
 ];
 

@@ -16,6 +16,8 @@ export interface SubjectInfo {
   electionKey(scope: string): string;
   /** Where the subject keeps its members in etcd for `key`: a v2 directory or a v3 prefix (NATS: the key itself). */
   storePrefix(key: string): string;
+  /** How many renewals its schedule sends per TTL, per member, with the options the benchmark uses. */
+  readonly renewalsPerTtl: number;
 }
 
 /** What a member reports; the member process timestamps and forwards each call. */

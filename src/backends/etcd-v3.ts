@@ -4,7 +4,8 @@
 //
 //   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
 //                                       Then Put(that key, name, lease) Else Get(that key)
-//   renew     one LeaseKeepAlive round trip; a TTL of 0 means the lease is gone
+//   renew     one message on the client's shared LeaseKeepAlive stream, and its
+//             answer (etcd3-keepalive-stream.ts); a TTL of 0 means the lease is gone
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours):
 //             our own key and every member before it. None before it: we lead.
 //             Otherwise watch the member just before ours (etcd's recipe), the
@@ -51,11 +52,11 @@ import {
   etcd3Call,
   isCancelledByEtcd,
   isLeaseNotFound,
-  keepAliveOnce,
   withGrpcStatus,
   Watches,
   type Etcd3Client,
 } from "./etcd3-client";
+import { keepAliveStreamOf, type SharedKeepAliveStream } from "./etcd3-keepalive-stream";
 
 export interface V3Membership extends Membership {
   /** The member key, `<key>/<lease id in lowercase hex>`. */
@@ -81,6 +82,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   /** `<key>/`, which every member key starts with. */
   private readonly prefix: string;
   private readonly advisor: Etcd3Advisor;
+  private readonly keepAlive: SharedKeepAliveStream;
 
   constructor(
     private readonly client: Etcd3Client,
@@ -91,6 +93,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     this.prefix = `${key}/`;
     this.description = `etcd v3 ${key}`;
     this.advisor = new Etcd3Advisor(client);
+    this.keepAlive = keepAliveStreamOf(client);
   }
 
   /** One unary etcd3 call, bounded by `signal`; its outcome also tells the advisor how the client fares. */
@@ -120,6 +123,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       log.v3("asked for a %d s lease, etcd granted %s s", this.ttlSeconds, lease.TTL);
     }
     const key = this.prefix + leaseHex(lease.ID);
+    this.keepAlive.retain(lease.ID);
     try {
       const txn = await this.client
         .if(key, "Create", "==", 0)
@@ -142,7 +146,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   async renew(membership: V3Membership, signal: AbortSignal): Promise<void> {
     let ttl: number;
     try {
-      ttl = Number((await this.advisor.follow(keepAliveOnce(this.client, membership.leaseId, signal))).TTL);
+      ttl = Number((await this.advisor.follow(this.keepAlive.renew(membership.leaseId, signal))).TTL);
     } catch (err) {
       if (isLeaseNotFound(err)) throw lostLease(membership, err);
       throw withGrpcStatus(err);
@@ -322,6 +326,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
+    this.keepAlive.release(membership.leaseId);
     try {
       await this.call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
     } catch (err) {
@@ -387,6 +392,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   private revokeInBackground(leaseId: string): void {
+    this.keepAlive.release(leaseId);
     this.client.leaseClient.leaseRevoke({ ID: leaseId }).then(
       () => log.v3("revoked abandoned lease %s", leaseHex(leaseId)),
       (err: unknown) => log.v3("could not revoke abandoned lease %s: %s", leaseHex(leaseId), (err as Error).message),

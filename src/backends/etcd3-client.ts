@@ -3,11 +3,13 @@
 // peer dependency, and any object of this shape will do (an Etcd3 client or
 // one of its namespaces).
 //
-// Two things the client does not offer are built here:
-// - A lease keep-alive that can be abandoned. `Lease.keepaliveOnce()` leaves
-//   its stream open until etcd answers, so the backend opens the LeaseKeepAlive
-//   stream itself (through `leaseClient`, which etcd3 marks internal but has
-//   exposed since 0.2) and closes it when the caller gives up.
+// What the client does not offer is built here and beside it:
+// - Lease renewals on the election's own schedule that can be abandoned, on
+//   one LeaseKeepAlive stream per client (etcd3-keepalive-stream.ts). etcd3's
+//   `Lease` renews on a schedule of its own, and `Lease.keepaliveOnce()` opens
+//   a stream per renewal and leaves it open until etcd answers; so the backend
+//   opens the stream itself, through `leaseClient`, which etcd3 marks internal
+//   but has exposed since 0.2.
 // - Watches that report failures. An etcd3 Watcher reconnects on its own, but
 //   resumes after the revision etcd's "created" answer carried, past events it
 //   may not have delivered yet, so an event can be lost. `Watches` treats any
@@ -18,8 +20,8 @@
 // failed connection and close every stream on it. An abandoned request runs
 // to its end (unary calls fail fast when etcd is unreachable) and its answer
 // is dropped (`untilAborted`).
-import type { IKeyValue, ILeaseKeepAliveResponse, Namespace, Watcher } from "etcd3";
-import { abortReason, untilAborted } from "../abort";
+import type { IKeyValue, Namespace, Watcher } from "etcd3";
+import { untilAborted } from "../abort";
 
 /** What the v3 backend needs of an etcd3 client. */
 export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "if" | "watch" | "leaseClient">;
@@ -52,42 +54,6 @@ export function withGrpcStatus(err: unknown): unknown {
   const status = /^(\d+) [A-Z_]+:/.exec(err.message);
   if (status && Object.isExtensible(err)) Object.assign(err, { errorCode: Number(status[1]) });
   return err;
-}
-
-/** One round trip on a LeaseKeepAlive stream; the stream is closed afterwards, or as soon as the signal aborts. */
-export async function keepAliveOnce(
-  client: Etcd3Client,
-  leaseId: string,
-  signal: AbortSignal,
-): Promise<ILeaseKeepAliveResponse> {
-  const opening = client.leaseClient.leaseKeepAlive();
-  const stream = await untilAborted("keep-alive", opening, signal).catch((err: unknown) => {
-    // Opening finishes on its own; close what it opens for nobody.
-    void opening.then((late) => late.end(), () => undefined);
-    throw err;
-  });
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const settle = (outcome: () => void) => {
-      if (settled) return;
-      settled = true;
-      signal.removeEventListener("abort", onAbort);
-      // Half-closing first keeps etcd3 from taking the cancellation below for a broken connection.
-      stream.end();
-      outcome();
-    };
-    const onAbort = () =>
-      settle(() => {
-        stream.cancel();
-        reject(abortReason("keep-alive", signal));
-      });
-    stream.on("data", (response) => settle(() => resolve(response)));
-    stream.on("error", (err) => settle(() => reject(err)));
-    stream.on("end", () => settle(() => reject(new Error("etcd closed the keep-alive stream without answering"))));
-    if (signal.aborted) return onAbort();
-    signal.addEventListener("abort", onAbort, { once: true });
-    stream.write({ ID: leaseId });
-  });
 }
 
 /** An event on a watched key, tagged with the name its watch was added under. */
