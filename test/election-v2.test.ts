@@ -4,13 +4,13 @@
 //
 // Each test uses its own election key and stops every member it made (see
 // `cleanup`), so a failing test neither hangs nor disturbs the next one.
-import { describe, it, before, after, afterEach } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse, type ClientRequest } from "node:http";
 import { join } from "node:path";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
+import { exitWhenDone, useCleanup, useEtcd } from "./helpers/hooks";
+import { sleep, waitFor, withDeadline } from "./helpers/waiting";
 import { freePort } from "./helpers/free-port";
 import etcdLeader = require("../src/index");
 
@@ -19,16 +19,8 @@ const Etcd = require("node-etcd");
 
 type Election = etcdLeader.Election;
 
-let etcd: EtcdCluster;
-
-before(async () => {
-  etcd = await startEtcd();
-});
-
-after(async () => {
-  await etcd?.close();
-  exitOrFail();
-});
+const etcd = useEtcd();
+exitWhenDone();
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -36,20 +28,7 @@ after(async () => {
 const now = () => performance.now();
 
 /** Run after each test, newest first: stops members, closes proxies, restarts etcd. */
-const cleanup: Array<() => unknown> = [];
-
-afterEach(async () => {
-  const failures: unknown[] = [];
-  while (cleanup.length > 0) {
-    const step = cleanup.pop()!;
-    try {
-      await withDeadline(Promise.resolve().then(step), 8_000, "cleanup step");
-    } catch (err) {
-      failures.push(err);
-    }
-  }
-  if (failures.length > 0) throw failures[0];
-});
+const cleanup = useCleanup();
 
 let keyCounter = 0;
 /** A fresh election key for one test. */

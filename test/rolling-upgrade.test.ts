@@ -5,12 +5,12 @@
 // 0.0.1 stops for good on its first error and cannot recover from etcd error
 // 401; these scenarios keep etcd healthy and short, so they only exercise
 // the protocol the two versions share.
-import { describe, it, before, after, afterEach } from "node:test";
+import { describe, it, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import type { EventEmitter } from "node:events";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { exitOrFail, sleep, waitFor } from "./helpers/waiting";
+import { useEtcd, exitWhenDone } from "./helpers/hooks";
+import { sleep, waitFor } from "./helpers/waiting";
 import etcdLeader = require("../src/index");
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -30,16 +30,8 @@ const original: (etcd: unknown, key: string, name: string, ttl?: number) => Orig
 
 const TTL = 2;
 
-let etcd: EtcdCluster;
-
-before(async () => {
-  etcd = await startEtcd();
-});
-
-after(async () => {
-  await etcd?.close();
-  exitOrFail();
-});
+const etcd = useEtcd();
+exitWhenDone();
 
 const now = () => performance.now();
 
