@@ -10,6 +10,7 @@ import { spawn } from "node:child_process";
 import { request } from "node:http";
 import { join } from "node:path";
 import { CountingProxy, type ProxiedRequest } from "./helpers/counting-proxy";
+import { EventRecorder } from "./helpers/event-recorder";
 import { exitWhenDone, useCleanup, useEtcd } from "./helpers/hooks";
 import { sleep, waitFor, withDeadline } from "./helpers/waiting";
 import { freePort } from "./helpers/free-port";
@@ -42,41 +43,11 @@ function client(hostPort: string = etcd.hostPorts[0]!): unknown {
   return new Etcd([hostPort]);
 }
 
-interface Seen {
-  event: "elected" | "unelected" | "leader" | "error";
-  value: unknown;
-  at: number;
-}
-
 /** A member of an election with every event it emitted recorded, stopped after the test. */
-class Member {
-  readonly seen: Seen[] = [];
-
+class Member extends EventRecorder {
   constructor(readonly e: Election, readonly name: string, recordErrors = true) {
-    e.on("elected", (token) => this.seen.push({ event: "elected", value: token, at: now() }));
-    e.on("unelected", () => this.seen.push({ event: "unelected", value: undefined, at: now() }));
-    e.on("leader", (leader) => this.seen.push({ event: "leader", value: leader, at: now() }));
-    if (recordErrors) e.on("error", (error) => this.seen.push({ event: "error", value: error, at: now() }));
+    super(e, name, { recordErrors });
     cleanup.push(() => e.leave());
-  }
-
-  all(event: Seen["event"]): Seen[] {
-    return this.seen.filter((s) => s.event === event);
-  }
-
-  values(event: Seen["event"]): unknown[] {
-    return this.all(event).map((s) => s.value);
-  }
-
-  /** The first `event` recorded at or after position `from` of `seen`, waiting up to `ms` for it. */
-  async next(event: Seen["event"], ms: number, from = 0, accept: (value: unknown) => boolean = () => true): Promise<Seen> {
-    return waitFor(`${this.name}: ${event}`, ms, () =>
-      this.seen.slice(from).find((s) => s.event === event && accept(s.value)),
-    );
-  }
-
-  get mark(): number {
-    return this.seen.length;
   }
 }
 

@@ -9,6 +9,7 @@ import { describe, it, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import type { EventEmitter } from "node:events";
+import { EventRecorder } from "./helpers/event-recorder";
 import { useEtcd, exitWhenDone } from "./helpers/hooks";
 import { sleep, waitFor } from "./helpers/waiting";
 import etcdLeader = require("../src/index");
@@ -62,24 +63,15 @@ function line(key: string): Promise<string[]> {
 type Kind = "original" | "port";
 
 /** One member of either version, with what it emitted. */
-class Member {
-  readonly elected: number[] = [];
-  readonly unelected: number[] = [];
-  readonly leaders: string[] = [];
-  readonly errors: unknown[] = [];
+class Member extends EventRecorder {
   private readonly election: OriginalElection | etcdLeader.Election;
 
-  constructor(readonly kind: Kind, readonly name: string, key: string, private readonly onElected: (m: Member) => void) {
+  constructor(readonly kind: Kind, readonly name: string, key: string, onElected: (m: Member) => void) {
     const client = new Etcd(etcd.hostPorts);
-    this.election = kind === "original" ? original(client, key, name, TTL) : etcdLeader(client, key, name, TTL);
-    const emitter = this.election as EventEmitter;
-    emitter.on("elected", () => {
-      this.elected.push(now());
-      this.onElected(this);
-    });
-    emitter.on("unelected", () => this.unelected.push(now()));
-    emitter.on("leader", (name: string) => this.leaders.push(name));
-    emitter.on("error", (err: unknown) => this.errors.push(err));
+    const election = kind === "original" ? original(client, key, name, TTL) : etcdLeader(client, key, name, TTL);
+    super(election, name);
+    this.election = election;
+    (election as EventEmitter).on("elected", () => onElected(this));
   }
 
   get label(): string {

@@ -24,6 +24,7 @@ import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { after, afterEach, before, describe, it, type TestContext } from "node:test";
 import { Etcd3, GRPCUnavailableError } from "etcd3";
 import etcdLeader from "../src/index";
+import { EventRecorder } from "./helpers/event-recorder";
 import { useEtcd } from "./helpers/hooks";
 import { makeTestPki, type TestPki } from "./helpers/tls";
 import { sleep, waitFor, withDeadline } from "./helpers/waiting";
@@ -77,23 +78,19 @@ after(() => {
 /** Fast retries, so that a refused member retries many times in a few seconds. */
 const QUICK = { ttl: 2, retryInitialDelay: 50, retryMaxDelay: 200 } as const;
 
-class Member {
-  readonly elected: number[] = [];
-  readonly leaders: string[] = [];
-  readonly errors: ElectionError[] = [];
+class Member extends EventRecorder {
   readonly election: Election;
 
   constructor(client: unknown, key: string, readonly name: string, options: etcdLeader.ElectionOptions = QUICK) {
-    this.election = etcdLeader(client, key, name, options);
-    this.election.on("elected", (token) => this.elected.push(token));
-    this.election.on("leader", (leader) => this.leaders.push(leader));
-    this.election.on("error", (error) => this.errors.push(error));
+    const election = etcdLeader(client, key, name, options);
+    super(election, name);
+    this.election = election;
     elections.add(this.election);
     this.election.start();
   }
 
-  get lastLeader(): string | undefined {
-    return this.leaders.at(-1);
+  override get errors(): ElectionError[] {
+    return super.errors as ElectionError[];
   }
 }
 
