@@ -3,7 +3,7 @@
 // loads the package both ways still has one Election class (instanceof works).
 // The build goes to a scratch dir first, so a failed build leaves dist/ as it was.
 import { spawnSync } from "node:child_process";
-import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -19,6 +19,15 @@ if (tsc.status !== 0) {
   console.error("build failed: dist/ left unchanged");
   process.exit(1);
 }
+
+// The `etcd-leader` command (package.json "bin"): tsc keeps the shebang of src/cli/main.ts.
+const cli = `${scratch}/cjs/cli/main.js`;
+if (!readFileSync(cli, "utf8").startsWith("#!/usr/bin/env node\n")) {
+  rmSync(scratch, { recursive: true, force: true });
+  console.error(`build failed: ${cli} does not start with a shebang; dist/ left unchanged`);
+  process.exit(1);
+}
+chmodSync(cli, 0o755);
 
 const factory = require(`../${scratch}/cjs/index.js`);
 const named = Object.keys(factory).filter((name) => name !== "default").sort();
@@ -36,7 +45,7 @@ const functions = named.filter((name) => !/^[A-Z]/.test(name));
 // Type-only names of the namespace; generic ones with their parameters.
 const types = [
   "ElectionOptions", "ElectionEvents", "ObserverEvents", "ElectionPhase",
-  "ElectionSettings", "ObserverSettings", "ElectionTarget", "WhoLeadsOptions", "WhoLeadsSettings",
+  "ElectionSettings", "ObserverSettings", "ElectionTarget", "WhoLeadsOptions", "WhoLeadsSettings", "Etcd3Options",
   "StartOptions", "ObserverStartOptions", "Leader", "LeaderChanges",
   "LeadershipTerm", "LeadershipRoutine<T>", "WhileLeadingOptions", "OnLoss", "WaitOptions",
   "ElectionState", "StateMessage", "RenewalMessage", "RetryMessage", "ErrorMessage",

@@ -95,6 +95,10 @@ export interface ElectionBackend<M extends Membership = Membership> {
   /**
    * Renews the membership's time to live. Resolves once the store confirmed
    * that it still holds the membership; throws MembershipLostError if not.
+   * Where the store keeps the time to live apart from the membership (an etcd
+   * v3 lease, which outlives a key deleted from outside), one request can only
+   * confirm the time to live: a deletion is then reported by awaitTurn and
+   * awaitLoss, which must watch for it.
    */
   renew(membership: M, signal: AbortSignal): Promise<void>;
 

@@ -2,11 +2,25 @@
 // error is either "the membership is gone" (rejoin at the back of the line) or
 // transient (retry with back-off); nothing a store says ends an election.
 
+/**
+ * Marks a MembershipLostError from any copy of this package. A backend may be
+ * built on a copy other than the one the election runs on (a backend that is
+ * a package of its own, with its own etcd-leader), whose class is not this
+ * one; its lost membership must still count as lost, not as a slow store.
+ */
+const MEMBERSHIP_LOST = Symbol.for("etcd-leader.MembershipLostError");
+
 /** The store no longer holds this member's place in line: it expired or was deleted. */
 export class MembershipLostError extends Error {
   override readonly name = "MembershipLostError";
+  readonly [MEMBERSHIP_LOST] = true;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+  }
+
+  /** `instanceof` holds for one made by any copy of the package. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === "object" && value !== null && (value as { [MEMBERSHIP_LOST]?: unknown })[MEMBERSHIP_LOST] === true;
   }
 }
 

@@ -2,6 +2,7 @@
 // etcd-leader 0.0.1 did; everything else hangs off it.
 import { inspect } from "node:util";
 import type * as contract from "./backend";
+import * as etcd3 from "./backends/etcd3-options";
 import { backendFor } from "./backends/select";
 import * as diagnostics from "./diagnostics";
 import * as election from "./election";
@@ -48,7 +49,7 @@ function etcdLeader(
     );
   }
   const resolved = optionsFirst ? resolveOptions(undefined, ttl) : resolveOptions(ttl, options);
-  const backend = backendFor(client, electionKey, memberName, resolved.ttlSeconds);
+  const backend = backendFor(client, electionKey, memberName, resolved);
   return new election.Election(backend, memberName, resolved);
 }
 
@@ -82,7 +83,7 @@ namespace etcdLeader {
     const electionKey = argument("key", key);
     const resolved = resolveOptions(undefined, options);
     // The name is never written: an observer holds no membership.
-    const backend = backendFor(client, electionKey, "observer", resolved.ttlSeconds);
+    const backend = backendFor(client, electionKey, "observer", resolved);
     return new observer.LeaderObserver(backend, resolved);
   }
 
@@ -100,6 +101,14 @@ namespace etcdLeader {
     if (!client) throw new Error("etcd is required");
     return who.whoLeads(client, argument("key", key), options);
   }
+
+  /**
+   * Options for `new Etcd3(...)` that elections need: gRPC keepalive, so a
+   * connection that went silent is replaced in about 9 s instead of lasting
+   * until the kernel's TCP timeout, and a circuit breaker that half-opens
+   * after 1 s instead of 5 s. `overrides` win (hosts, credentials, ...).
+   */
+  export const etcd3Options = etcd3.etcd3Options;
 
   /** The node:diagnostics_channel names this package publishes on (see diagnostics.ts for the messages). */
   export const channels = diagnostics.channels;
@@ -140,6 +149,7 @@ namespace etcdLeader {
   export type ObserverSettings = settings.ObserverSettings;
   export type ElectionTarget = settings.ElectionTarget;
   export type WhoLeadsOptions = who.WhoLeadsOptions;
+  export type Etcd3Options = etcd3.Etcd3Options;
   export type WhoLeadsSettings = ElectionTarget & WhoLeadsOptions;
   export type StartOptions = election.StartOptions;
   export type ObserverStartOptions = observer.ObserverStartOptions;

@@ -19,6 +19,14 @@ export interface ElectionOptions {
   retryInitialDelay?: number;
   /** Longest delay between retries. Default 5 s, or the refresh interval if that is shorter. */
   retryMaxDelay?: number;
+  /**
+   * etcd v2 only: the longest one long poll (a watch) is left waiting. Then it
+   * is abandoned and asked again from the last index it saw, which replays
+   * anything it missed, so a poll lost on a connection that died silently (a
+   * NAT gateway or firewall dropping an idle flow) costs at most this long.
+   * Default 30 s, below common idle timeouts.
+   */
+  watchRearmInterval?: number;
 }
 
 /**
@@ -35,6 +43,7 @@ const OPTION_NAMES: ReadonlySet<string> = new Set(
     requestTimeout: true,
     retryInitialDelay: true,
     retryMaxDelay: true,
+    watchRearmInterval: true,
   } satisfies Record<keyof ElectionOptions, true>),
 );
 
@@ -58,11 +67,15 @@ export interface ResolvedOptions {
   readonly requestTimeout: number;
   readonly retryInitialDelay: number;
   readonly retryMaxDelay: number;
+  readonly watchRearmInterval: number;
   /** From a renewal's send time: past this a leader must assume it lost. */
   readonly leaseHorizon: number;
 }
 
 export const DEFAULT_TTL_SECONDS = 10;
+
+/** Below the idle timeouts of common NAT gateways and load balancers (AWS NLB 350 s, many firewalls 60 s and up). */
+export const DEFAULT_WATCH_REARM_INTERVAL_MS = 30_000;
 
 /**
  * Reads the TTL the way etcd-leader 0.0.1 did (absent means 10, numeric
@@ -104,6 +117,7 @@ export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): Res
   const requestTimeout = duration("requestTimeout", options.requestTimeout, Math.min(ttlMs / 2, 5000));
   const retryInitialDelay = duration("retryInitialDelay", options.retryInitialDelay, 100);
   const retryMaxDelay = duration("retryMaxDelay", options.retryMaxDelay, Math.min(5000, refreshInterval));
+  const watchRearmInterval = duration("watchRearmInterval", options.watchRearmInterval, DEFAULT_WATCH_REARM_INTERVAL_MS);
 
   const leaseHorizon = ttlMs - stepDownMargin;
   if (leaseHorizon <= refreshInterval) {
@@ -119,7 +133,7 @@ export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): Res
   }
   return {
     ttlSeconds, ttlMs, refreshInterval, stepDownMargin, requestTimeout,
-    retryInitialDelay, retryMaxDelay, leaseHorizon,
+    retryInitialDelay, retryMaxDelay, watchRearmInterval, leaseHorizon,
   };
 }
 

@@ -5,7 +5,7 @@ import { untilAborted } from "./abort";
 import type { ElectionBackend, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import type { Clock } from "./clock";
-import { isMembershipLost } from "./errors";
+import { isMembershipLost, RequestTimeoutError } from "./errors";
 import type { ResolvedOptions } from "./options";
 
 export interface RenewalListener {
@@ -115,10 +115,13 @@ export class Renewal<M extends Membership> {
   private async attempt(signal: AbortSignal): Promise<number> {
     const sentAt = this.clock.now();
     const requestSignal = AbortSignal.any([signal, this.controller.signal, AbortSignal.timeout(this.options.requestTimeout)]);
+    let renewing: Promise<void> | undefined;
     try {
-      await untilAborted("renew", this.backend.renew(this.membership, requestSignal), requestSignal);
-    } catch (err) {
-      if (this.stopped || signal.aborted) throw err;
+      renewing = this.backend.renew(this.membership, requestSignal);
+      await untilAborted("renew", renewing, requestSignal);
+    } catch (failure) {
+      if (this.stopped || signal.aborted) throw failure;
+      const err = renewing ? await backendTimeout(renewing, failure) : failure;
       if (isMembershipLost(err)) {
         this.stop();
         this.listener.lost(err);
@@ -135,4 +138,18 @@ export class Renewal<M extends Membership> {
     if (hadFailed) this.listener.recovered();
     return sentAt;
   }
+}
+
+/**
+ * When a renewal times out, the backend's own timeout, if it gives one by the
+ * next turn of the event loop, says more (which request, and for etcd3 what
+ * to configure when timeouts keep coming): report that one instead.
+ */
+async function backendTimeout(renewing: Promise<void>, failure: unknown): Promise<unknown> {
+  if (!(failure instanceof RequestTimeoutError)) return failure;
+  const own = await Promise.race([
+    renewing.then(() => undefined, (err: unknown) => err),
+    new Promise<undefined>((resolve) => setImmediate(() => resolve(undefined))),
+  ]);
+  return own instanceof RequestTimeoutError ? own : failure;
 }

@@ -149,9 +149,6 @@ async function countingProxy(port?: number): Promise<CountingProxy> {
   return proxy;
 }
 
-const isListing = (key: string) => (r: ProxiedRequest) =>
-  r.method === "GET" && r.path === `/v2/keys${key}` && r.query.get("wait") !== "true";
-const isWatch = (r: ProxiedRequest) => r.method === "GET" && r.query.get("wait") === "true";
 const isRefresh = (r: ProxiedRequest) => r.method === "PUT" && r.query.get("refresh") === "true";
 const isCreate = (key: string) => (r: ProxiedRequest) => r.method === "POST" && r.path === `/v2/keys${key}`;
 
@@ -577,85 +574,11 @@ describe("defect 3 of 0.0.1: a lost membership is rejoined, never fatal", () => 
   });
 });
 
+// stop() at any moment (on the next tick, mid-join, while following, mid-renewal,
+// while leading) is the conformance suite's (test/conformance-etcd-v2.test.ts);
+// here, what is v2's own: a create etcd answers only after the request timeout,
+// and whole processes that must exit by themselves once stopped.
 describe("defect 4 of 0.0.1: stop() at any moment leaves nothing behind", () => {
-  /** After stop(): leave() settles, no key is left, and a new start() gets elected. */
-  async function leavesNothingAndRestarts(key: string, m: Member): Promise<void> {
-    await withDeadline(m.e.leave(), 3_000, "leave()");
-    assert.deepEqual(await members(key), [], "no key left behind");
-    assert.equal(m.e.isLeader(), false);
-    await sleep(300); // anything still in flight would show up now
-    assert.deepEqual(await members(key), [], "no key appeared later");
-    const mark = m.mark;
-    m.e.start();
-    await m.next("elected", 5_000, mark);
-  }
-
-  it("stop() on the tick after start() leaves no key, and start() works again", async () => {
-    const key = electionKey("stop-next-tick");
-    const m = member(key, "ticker", 2);
-    m.e.start();
-    process.nextTick(() => m.e.stop());
-    await leavesNothingAndRestarts(key, m);
-  });
-
-  it("stop() while the create request is in flight leaves no key, and start() works again", async () => {
-    const key = electionKey("stop-create");
-    const proxy = await countingProxy();
-    const m = member(key, "creator", 2, undefined, client(proxy.hostPort));
-    const hold = proxy.hold(isCreate(key));
-    m.e.start();
-    await withDeadline(hold.seen, 3_000, "the create request");
-    m.e.stop();
-    hold.release(); // etcd creates the key only now, after stop()
-    await leavesNothingAndRestarts(key, m);
-    assert.ok(proxy.requests.some((r) => r.method === "DELETE"), "it deleted what the create made");
-  });
-
-  it("stop() while the election is being listed leaves no key, and start() works again", async () => {
-    const key = electionKey("stop-list");
-    const proxy = await countingProxy();
-    const m = member(key, "lister", 2, undefined, client(proxy.hostPort));
-    const hold = proxy.hold(isListing(key));
-    m.e.start();
-    await withDeadline(hold.seen, 3_000, "the listing request");
-    assert.equal((await members(key)).length, 1, "the member had joined");
-    m.e.stop();
-    hold.release();
-    await leavesNothingAndRestarts(key, m);
-  });
-
-  it("stop() while a follower watches leaves no key and no watch, and start() works again", async () => {
-    const key = electionKey("stop-watch");
-    const leader = member(key, "leader", 2);
-    leader.e.start();
-    await leader.next("elected", 5_000);
-    const proxy = await countingProxy();
-    const f = member(key, "follower", 2, undefined, client(proxy.hostPort));
-    f.e.start();
-    await f.next("leader", 5_000);
-    await waitFor("the follower's watch", 2_000, () => proxy.requests.some(isWatch));
-    f.e.stop();
-    await withDeadline(f.e.leave(), 3_000, "leave()");
-    assert.deepEqual((await members(key)).map((n) => n.value), ["leader"]);
-    await waitFor("the watch to be abandoned", 2_000, () => proxy.requests.filter(isWatch).every((r) => r.abandoned));
-    await leader.e.leave();
-    await leavesNothingAndRestarts(key, f);
-  });
-
-  it("stop() while a refresh is in flight leaves no key, and start() works again", async () => {
-    const key = electionKey("stop-refresh");
-    const proxy = await countingProxy();
-    const m = member(key, "refresher", 2, undefined, client(proxy.hostPort));
-    m.e.start();
-    await m.next("elected", 5_000);
-    const hold = proxy.hold(isRefresh);
-    await withDeadline(hold.seen, 3_000, "a periodic refresh");
-    m.e.stop();
-    assert.equal(m.all("unelected").length, 1);
-    hold.release();
-    await leavesNothingAndRestarts(key, m);
-  });
-
   /** Matches only the first create request of `key`. */
   function firstCreate(key: string): (r: ProxiedRequest) => boolean {
     let first: ProxiedRequest | undefined;

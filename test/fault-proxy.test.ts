@@ -195,6 +195,25 @@ describe("FaultProxy against an echo server", () => {
     assert.ok(received.subarray(4).equals(payload), "bytes arrived reordered or altered");
   });
 
+  withProxy("silence-existing stops open connections without closing them; new ones pass; heal resets the hurt ones", async () => {
+    const old = client();
+    old.send("a");
+    await old.receive(1);
+    const idle = client();
+    await idle.connected;
+    await waitUntil(() => proxy.connectionCount === 2, 2_000, "both connections accepted");
+    proxy.setMode("silence-existing");
+    old.send("b");
+    await old.staysSilent(300);
+    const fresh = client();
+    fresh.send("c");
+    assert.equal((await fresh.receive(1)).toString(), "c");
+    proxy.heal();
+    await old.resetByPeer();
+    idle.send("d");
+    assert.equal((await idle.receive(1)).toString(), "d", "a connection that carried nothing while silent resumes");
+  });
+
   withProxy("blackhole keeps connections open and silent; heal resets the ones that lost bytes", async () => {
     const talker = client();
     talker.send("a");

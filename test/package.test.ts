@@ -19,6 +19,7 @@ describe("package entry points", () => {
     assert.equal(esm.ElectionError, cjs.ElectionError);
     assert.equal(esm.observe, cjs.observe);
     assert.equal(esm.whoLeads, cjs.whoLeads);
+    assert.equal(esm.etcd3Options, cjs.etcd3Options);
     assert.equal(esm.channels, cjs.channels);
     assert.equal(esm.LeadershipLostError, cjs.LeadershipLostError);
   });
@@ -44,7 +45,12 @@ describe("package entry points", () => {
       const etcdLeader = require("etcd-leader");
       const fake = { create() {}, get() {}, set() {}, del() {} };
       etcdLeader(fake, "/k", "n", 5);
-      console.log("ok");
+      try {
+        etcdLeader.etcd3Options();
+        console.log("etcd3Options() did not notice etcd3 is missing");
+      } catch (err) {
+        console.log(/needs the etcd3 package/.test(err.message) ? "ok" : err.message);
+      }
     `;
     assert.equal(execFileSync(process.execPath, ["-e", script], { encoding: "utf8" }).trim(), "ok");
   });

@@ -154,6 +154,10 @@ async function scopedUsage(client: unknown): Promise<void> {
   expectType<Equal<typeof leader, etcdLeader.Leader | undefined>>();
   await etcdLeader.whoLeads({ client, key: "/services/api/leader" });
 
+  const clientOptions: etcdLeader.Etcd3Options = etcdLeader.etcd3Options({ hosts: ["10.0.0.1:2379"] });
+  expectType<Equal<typeof clientOptions.hosts, string[] | string | undefined>>();
+  etcdLeader({ client, key: "/k", name: "n", watchRearmInterval: 10_000 });
+
   {
     await using disposable = etcdLeader(client, "/k", "n");
     await using watching = etcdLeader.observe(client, "/k");
@@ -198,7 +202,7 @@ describe("types", () => {
     assert.equal(typeof etcdLeader.observe, "function");
     for (const name of [
       "Election", "LeaderObserver", "ElectionError", "MembershipLostError", "RequestTimeoutError", "LeaseExpiredError",
-      "LeadershipLostError", "ElectionStoppedError", "MembershipRemovedError", "whoLeads",
+      "LeadershipLostError", "ElectionStoppedError", "MembershipRemovedError", "whoLeads", "etcd3Options",
     ] as const) {
       assert.equal(typeof etcdLeader[name], "function", name);
     }

@@ -1,5 +1,6 @@
 // This library on etcd's v3 API, through the etcd3 client.
 import { Etcd3 } from "etcd3";
+import etcdLeader = require("../../src/index");
 import { SUBJECTS, V3_CLIENT_NOTE } from "./info";
 import { OursMember } from "./ours-v2";
 import type { Member, MemberListener, MemberSpec, Subject, SubjectRuntime } from "./types";
@@ -10,7 +11,8 @@ export const oursV3: Subject = {
     return {
       clientNote: V3_CLIENT_NOTE,
       member(spec: MemberSpec, listener: MemberListener): Member {
-        const own = new Etcd3({ hosts: spec.hosts ?? hosts });
+        // The client configuration the README recommends: keepalive and a short breaker.
+        const own = new Etcd3(etcdLeader.etcd3Options({ hosts: spec.hosts ?? hosts }));
         return new OursMember(own, spec, listener, async () => own.close());
       },
       async close() {},

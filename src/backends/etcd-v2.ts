@@ -16,8 +16,18 @@
 // Waiting costs no listing: a member remembers the members older than itself
 // from its one listing (no member can become older later, since createdIndex
 // only grows), and when a watched member goes it checks the next older one
-// with a point read. A listing happens only on joining and when etcd has
-// forgotten the history a watch needs (error 401).
+// with a point read. When etcd has forgotten the history a watch needs (error
+// 401), a point read of the watched key says whether it is still there.
+//
+// No long poll waits unbounded. A connection that dies without a FIN or an
+// RST (a NAT gateway or firewall forgetting an idle flow) would hold a watch
+// forever: the member would never learn that the member before it went, and
+// nobody would be elected. Every watch is abandoned after watchRearmInterval
+// and asked again from the last index it saw, on a new connection, so etcd
+// replays whatever it missed: a lost poll costs at most that bound, for one
+// request per watch per bound and no extra read (a re-armed watch from the
+// same index proves as much as a read would). Only a re-arm that etcd answers
+// with 401 costs a point read.
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
 import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
@@ -63,6 +73,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     key: string,
     private readonly name: string,
     private readonly ttlSeconds: number,
+    private readonly watchRearmInterval: number,
   ) {
     this.dir = electionDirectory(key);
     this.dirPath = this.dir;
@@ -132,18 +143,15 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   private async untilFirstInLine(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
-    for (;;) {
-      const { members, etcdIndex } = await this.list(signal);
-      const position = members.findIndex((m) => m.key === membership.id);
-      if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
-      if (position === 0) return;
-      membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
-      const older = members.slice(0, position);
-      onLeader(leaderOf(older[0]));
-      const outcome = await this.waitForOlderMembers(older, etcdIndex, onLeader, signal);
-      if (outcome !== "relist") return this.confirmAlive(membership, outcome.turnAt, signal);
-      log.v2("%s: watch history gone, listing again", membership.id);
-    }
+    const { members, etcdIndex } = await this.list(signal);
+    const position = members.findIndex((m) => m.key === membership.id);
+    if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
+    if (position === 0) return;
+    membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
+    const older = members.slice(0, position);
+    onLeader(leaderOf(older[0]));
+    const { turnAt } = await this.waitForOlderMembers(older, etcdIndex, onLeader, signal);
+    return this.confirmAlive(membership, turnAt, signal);
   }
 
   /**
@@ -169,16 +177,15 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
 
   /**
    * Follows the member just before ours and the leader (the oldest) until no
-   * older member is left (then resolves with the etcd index at which the last
-   * one was seen gone), or until etcd no longer has the history a watch
-   * needs ("relist").
+   * older member is left, then resolves with the etcd index at which the last
+   * one was seen gone.
    */
   private async waitForOlderMembers(
     older: Member[],
     listedAt: number,
     onLeader: LeaderListener,
     signal: AbortSignal,
-  ): Promise<{ turnAt: number } | "relist"> {
+  ): Promise<{ turnAt: number }> {
     const watches = new WatchSet(this, signal);
     try {
       watches.follow(older[older.length - 1]!, listedAt);
@@ -186,7 +193,6 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       let turnAt = listedAt;
       for (;;) {
         const { member, outcome, at } = await watches.next();
-        if (outcome === "history-gone") return "relist";
         turnAt = Math.max(turnAt, at);
         if (outcome === "removed") {
           older.splice(older.indexOf(member), 1);
@@ -224,13 +230,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     for (;;) {
       const outcome = await this.watchKey(membership.id, from, signal);
       if (isRemoval(outcome)) return;
-      if (outcome === "history-gone") {
-        const seen = await this.read(membership.id, signal);
-        if (!seen) return;
-        from = seen.index + 1;
-      } else {
-        from = outcome.modifiedIndex + 1;
-      }
+      from = outcome.modifiedIndex + 1;
     }
   }
 
@@ -310,6 +310,16 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     signal: AbortSignal,
     quorum = false,
   ): Promise<{ name: string; createdIndex: number; index: number } | undefined> {
+    const { seen } = await this.pointRead(key, signal, quorum);
+    return seen;
+  }
+
+  /** A point read that also says at which etcd index a key was found gone. */
+  private async pointRead(
+    key: string,
+    signal: AbortSignal,
+    quorum = false,
+  ): Promise<{ seen: { name: string; createdIndex: number; index: number } | undefined; index: number }> {
     try {
       const { body, etcdIndex } = await call(
         "read member",
@@ -317,9 +327,10 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         signal,
       );
       const node = requireNode(body, "read");
-      return { name: node.value ?? "", createdIndex: node.createdIndex, index: etcdIndex ?? node.modifiedIndex };
+      const index = etcdIndex ?? node.modifiedIndex;
+      return { seen: { name: node.value ?? "", createdIndex: node.createdIndex, index }, index };
     } catch (err) {
-      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return undefined;
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { seen: undefined, index: errorIndex(err) };
       throw err;
     }
   }
@@ -327,31 +338,51 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   /**
    * Waits for the next change of one key at or after index `from`: its
    * removal (a delete or expiry of the key or of a directory above it, at
-   * etcd index `removedAt`), a new value, or etcd having forgotten the history.
+   * etcd index `removedAt`) or a new value. Where etcd has forgotten the
+   * history the watch needs, a point read stands in for it: a key found gone
+   * was removed by the read's index; a key still there is watched from there.
    */
-  async watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | "history-gone" | V2Node> {
-    const event = await this.watch(key, from, false, signal);
-    if (event === "history-gone") return event;
-    return REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event.node;
+  async watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | V2Node> {
+    for (;;) {
+      const event = await this.watch(key, from, false, signal);
+      if (event !== "history-gone") {
+        return REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event.node;
+      }
+      const { seen, index } = await this.pointRead(key, signal);
+      log.v2("%s: watch history from %d gone; read at %d: %s", key, from, index, seen ? "still there" : "gone");
+      if (!seen) return { removedAt: index };
+      from = seen.index + 1;
+    }
   }
 
+  /**
+   * One watch, re-armed from the same index every watchRearmInterval until
+   * something happens (see the top of this file for why).
+   */
   private async watch(
     key: string,
     from: number,
     recursive: boolean,
     signal: AbortSignal,
   ): Promise<"history-gone" | { action: string; node: V2Node }> {
-    try {
-      const { body } = await call(
-        "watch",
-        (cb) => this.client.get(key, { wait: true, waitIndex: from, recursive, ...NO_CLIENT_RETRIES }, cb),
-        signal,
-      );
-      const node = requireNode(body, "watch");
-      return { action: body.action ?? "", node };
-    } catch (err) {
-      if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) return "history-gone";
-      throw err;
+    for (;;) {
+      const rearm = AbortSignal.timeout(this.watchRearmInterval);
+      try {
+        const { body } = await call(
+          "watch",
+          (cb) => this.client.get(key, { wait: true, waitIndex: from, recursive, ...NO_CLIENT_RETRIES }, cb),
+          AbortSignal.any([signal, rearm]),
+        );
+        const node = requireNode(body, "watch");
+        return { action: body.action ?? "", node };
+      } catch (err) {
+        if (rearm.aborted && !signal.aborted) {
+          log.v2("%s: no answer to the watch from %d within %d ms, asking again", key, from, this.watchRearmInterval);
+          continue;
+        }
+        if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) return "history-gone";
+        throw err;
+      }
     }
   }
 }
@@ -361,14 +392,14 @@ interface Removal {
   removedAt: number;
 }
 
-function isRemoval(outcome: Removal | "history-gone" | V2Node): outcome is Removal {
+function isRemoval(outcome: Removal | V2Node): outcome is Removal {
   return typeof outcome === "object" && "removedAt" in outcome;
 }
 
-/** What became of a watched member: gone, or still there (possibly renamed), or unknowable. */
-type WatchOutcome = "removed" | "history-gone" | "changed";
+/** What became of a watched member: gone, or still there (possibly renamed). */
+type WatchOutcome = "removed" | "changed";
 
-/** A watch's outcome, and the etcd index it happened at (0 when unknown). */
+/** A watch's outcome, and the etcd index it happened at. */
 interface WatchResult {
   member: Member;
   outcome: WatchOutcome;
@@ -410,7 +441,6 @@ class WatchSet {
 
   private arm(member: Member, from: number): void {
     const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome): WatchResult => {
-      if (outcome === "history-gone") return { member, outcome, at: 0 };
       if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
       // A change that is not a removal (0.0.1 members renew by writing their
       // value again): keep watching from just after it.

@@ -46,6 +46,7 @@ import type { IKeyValue } from "etcd3";
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
+import { Etcd3Advisor } from "./etcd3-advice";
 import {
   etcd3Call,
   isCancelledByEtcd,
@@ -79,6 +80,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   readonly description: string;
   /** `<key>/`, which every member key starts with. */
   private readonly prefix: string;
+  private readonly advisor: Etcd3Advisor;
 
   constructor(
     private readonly client: Etcd3Client,
@@ -88,6 +90,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   ) {
     this.prefix = `${key}/`;
     this.description = `etcd v3 ${key}`;
+    this.advisor = new Etcd3Advisor(client);
+  }
+
+  /** One unary etcd3 call, bounded by `signal`; its outcome also tells the advisor how the client fares. */
+  private call<T>(operation: string, pending: Promise<T>, signal: AbortSignal): Promise<T> {
+    return this.advisor.follow(etcd3Call(operation, pending, signal));
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
@@ -100,7 +108,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       },
       () => undefined,
     );
-    return etcd3Call("join", campaign, signal);
+    return this.call("join", campaign, signal);
   }
 
   private async campaign(): Promise<Claim<V3Membership>> {
@@ -134,7 +142,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   async renew(membership: V3Membership, signal: AbortSignal): Promise<void> {
     let ttl: number;
     try {
-      ttl = Number((await keepAliveOnce(this.client, membership.leaseId, signal)).TTL);
+      ttl = Number((await this.advisor.follow(keepAliveOnce(this.client, membership.leaseId, signal))).TTL);
     } catch (err) {
       if (isLeaseNotFound(err)) throw lostLease(membership, err);
       throw withGrpcStatus(err);
@@ -170,7 +178,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
    * etcd serves linearizably, shows whether the key outlived it.
    */
   private async confirmAlive(membership: V3Membership, signal: AbortSignal): Promise<void> {
-    const response = await etcd3Call("read membership", this.client.get(membership.id).exec(), signal);
+    const response = await this.call("read membership", this.client.get(membership.id).exec(), signal);
     const kv = response.kvs[0];
     if (!kv || Number(kv.create_revision) !== membership.token) {
       throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
@@ -188,7 +196,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     signal: AbortSignal,
   ): Promise<{ ours: Member | undefined; older: Member[]; revision: number }> {
     const request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").maxCreateRevision(membership.token);
-    const response = await etcd3Call("read place in line", request.exec(), signal);
+    const response = await this.call("read place in line", request.exec(), signal);
     const revision = Number(response.header.revision);
     // etcd cannot leave out keys of nested elections or foreign keys: they
     // come back too, names and all, if older than ours.
@@ -275,7 +283,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     while (older.length > 0) {
       const candidate = end === "newest" ? older[older.length - 1]! : older[0]!;
       if (watched.includes(candidate)) return candidate;
-      const response = await etcd3Call("read member", this.client.get(candidate.key).exec(), signal);
+      const response = await this.call("read member", this.client.get(candidate.key).exec(), signal);
       const kv = response.kvs[0];
       if (kv && Number(kv.create_revision) === candidate.createRevision) {
         candidate.name = kv.value.toString();
@@ -305,7 +313,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         watches.close();
       }
       // etcd no longer has the history since then: look at the key itself.
-      const response = await etcd3Call("read membership", this.client.get(membership.id).exec(), signal);
+      const response = await this.call("read membership", this.client.get(membership.id).exec(), signal);
       const kv = response.kvs[0];
       if (!kv || Number(kv.create_revision) !== membership.token) return;
       membership.knownAliveAt = Number(response.header.revision);
@@ -315,7 +323,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   async leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
     try {
-      await etcd3Call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
+      await this.call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
     } catch (err) {
       if (!isLeaseNotFound(err)) throw err;
     }
@@ -358,7 +366,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const oldestFirst = () => this.client.getAll().prefix(this.prefix).sort("Create", "Ascend");
     let request = oldestFirst().limit(1);
     if (revision !== undefined) request = request.revision(revision);
-    const response = await etcd3Call("read leader", request.exec(), signal);
+    const response = await this.call("read leader", request.exec(), signal);
     const readAt = revision ?? Number(response.header.revision);
     let keys = response.kvs;
     const first = keys[0];
@@ -367,7 +375,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       // collects and sorts every key under the prefix whatever the limit),
       // and only observers read this, when a leader goes.
       const rest = oldestFirst().minCreateRevision(first.create_revision).revision(readAt);
-      keys = (await etcd3Call("read leader", rest.exec(), signal)).kvs;
+      keys = (await this.call("read leader", rest.exec(), signal)).kvs;
     }
     const leader = keys.find((kv) => this.isMemberKey(kv.key.toString()));
     return { leader: leader && toMember(leader), revision: readAt };

@@ -43,6 +43,18 @@ export class EtcdAdmin {
   }
 
   /**
+   * Revokes the lease a v3 key is attached to, as `etcdctl lease revoke`
+   * would: etcd deletes the key with it, as if the lease had run out.
+   */
+  async revokeLeaseOf(key: string): Promise<void> {
+    if (this.backend === "v2") throw new Error("etcd v2 keys have no lease to revoke");
+    const body = (await this.gateway("/v3/kv/range", { key: b64(key) })) as { kvs?: Array<{ lease?: string }> };
+    const lease = body.kvs?.[0]?.lease;
+    if (!lease || lease === "0") throw new Error(`${key} is not attached to a lease`);
+    await this.etcdctl(["lease", "revoke", BigInt(lease).toString(16)]);
+  }
+
+  /**
    * Deletes every membership of an election at once, the way an operator
    * would (v2: a recursive HTTP DELETE of its directory; v3: `etcdctl del
    * --prefix <key>/`). Resolves with how many keys went (v3) or 0 (v2, which

@@ -285,7 +285,10 @@ export async function runScenario(scenario: Scenario, backend: Backend, options:
     for (let i = 0; i < memberCount; i++) {
       const proxy = await FaultProxy.start({ upstream: etcd.hostPorts });
       resources.proxies.push(proxy);
-      const member = spawnMember({ backend, hosts: [proxy.hostPort], key: c.key, name: `m${i}`, ttl: ttlSeconds });
+      const member = spawnMember({
+        backend, hosts: [proxy.hostPort], key: c.key, name: `m${i}`, ttl: ttlSeconds,
+        ...(scenario.memberOptions ? { options: scenario.memberOptions } : {}),
+      });
       resources.members.push(member);
       c.members.push(member);
       c.proxies.set(member, proxy);

@@ -2,6 +2,7 @@
 import { clusterLeaderCrash, etcdLongOutage, etcdQuickRestart } from "./etcd-faults";
 import { gracefulStop, sigkillLeader, sigstopLeader } from "./member-faults";
 import { partitionFollower, partitionLeaderBlackhole, partitionLeaderReset, slowLeaderLink } from "./network-faults";
+import { silentFollowerThenLeaderLeaves, silentLeader } from "./silent-faults";
 import { externalDelete, historyGone, wholeElectionDelete } from "./store-faults";
 import type { Scenario } from "./types";
 
@@ -13,6 +14,8 @@ export const SCENARIOS: readonly Scenario[] = [
   partitionLeaderReset,
   partitionFollower,
   slowLeaderLink,
+  silentLeader,
+  silentFollowerThenLeaderLeaves,
   etcdQuickRestart,
   etcdLongOutage,
   clusterLeaderCrash,

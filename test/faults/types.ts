@@ -36,6 +36,8 @@ export interface Scenario {
   ttlSeconds?: number;
   /** etcd servers; more than one makes a cluster. Default 1. */
   etcdServers?: number;
+  /** Election options every member is created with (in ms), beyond the TTL. Default none. */
+  memberOptions?: Record<string, unknown>;
   /** Overlap of two members' terms that is tolerated. Default 0. */
   allowedOverlapMs?: number;
   /** The fault itself; the runner does the setup, the settling, the common checks and the teardown. */

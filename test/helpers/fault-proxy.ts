@@ -10,6 +10,12 @@
 //              connect succeeds) but no upstream connection is made.
 //   reset      every connection is torn down with a TCP RST; new ones are
 //              reset as soon as they are accepted.
+//   silence-existing
+//              the connections open at the moment of the switch go silent in
+//              both directions, without a FIN or RST (what a NAT gateway or a
+//              firewall that forgot an idle flow does); connections opened
+//              after it pass. A client learns only by its own timeouts or
+//              keepalives that its old connection is dead.
 //   delay      forward with `delayMs` of added latency in each direction.
 //              A new delay applies to bytes that arrive from then on; bytes
 //              already waiting keep their time, so the byte order never changes.
@@ -23,11 +29,12 @@
 // connection that lost bytes or a FIN is reset on both sides and the client
 // has to reconnect. Connections that carried nothing during the blackhole
 // were never hurt and simply resume; one accepted during the blackhole
-// connects upstream then. (To model the first kind of partition, the one TCP
+// connects upstream then. Silenced connections heal the same way, whatever
+// mode comes after silence-existing. (To model the first kind of partition, the one TCP
 // rides out, use a long `delayMs` instead.)
 import { createServer, connect, type Server, type Socket } from "node:net";
 
-export type FaultMode = "pass" | "blackhole" | "reset" | { delayMs: number };
+export type FaultMode = "pass" | "blackhole" | "reset" | "silence-existing" | { delayMs: number };
 
 export interface FaultProxyOptions {
   /** `host:port` of etcd, or several: new connections go to them in turn, skipping ones that refuse. */
@@ -105,12 +112,12 @@ export class FaultProxy {
     this.modeNow = next;
     for (const connection of [...this.connections]) {
       if (next === "reset") connection.reset();
-      else if (next === "blackhole") connection.enterBlackhole();
-      else if (wasBlackhole) connection.leaveBlackhole();
+      else if (next === "blackhole" || next === "silence-existing") connection.enterBlackhole();
+      else if (wasBlackhole || connection.silenced) connection.leaveBlackhole();
     }
   }
 
-  /** Back to pass; see the top of this file for what happens to blackholed connections. */
+  /** Back to pass; see the top of this file for what happens to blackholed and silenced connections. */
   heal(): void {
     this.setMode("pass");
   }
@@ -173,6 +180,8 @@ class ProxiedConnection {
   /** Reset or destroyed by the proxy: no more upstream attempts. */
   private tornDown = false;
   private openSockets = 1;
+  /** Went silent with silence-existing, or with a blackhole: drops what it carries until healed. */
+  silenced = false;
   readonly gone: Promise<void>;
   private markGone!: () => void;
 
@@ -224,6 +233,7 @@ class ProxiedConnection {
   }
 
   enterBlackhole(): void {
+    this.silenced = true;
     // Bytes still waiting out a delay were in flight when the partition began: lost.
     if (this.toUpstream.discard() + this.toClient.discard() > 0) this.broken = true;
     // Keep reading so that the bytes can be dropped rather than pile up behind back-pressure.
@@ -232,6 +242,7 @@ class ProxiedConnection {
   }
 
   leaveBlackhole(): void {
+    this.silenced = false;
     if (this.broken) this.reset();
     else if (!this.upstream && !this.clientClosed && !this.tornDown) this.connectUpstream();
   }
@@ -252,9 +263,14 @@ class ProxiedConnection {
     this.upstream?.destroy();
   }
 
+  /** Bytes, a FIN or an RST that arrive now are swallowed. */
+  private get dropping(): boolean {
+    return this.proxy.mode === "blackhole" || this.silenced;
+  }
+
   private forward(chunk: Buffer, pipe: DelayedPipe): void {
     const mode = this.proxy.mode;
-    if (mode === "blackhole") {
+    if (this.dropping) {
       this.proxy.bytesDropped += chunk.length;
       this.broken = true;
     } else if (mode !== "reset") {
@@ -263,13 +279,13 @@ class ProxiedConnection {
   }
 
   private peerEnded(pipe: DelayedPipe): void {
-    if (this.proxy.mode === "blackhole") this.broken = true;
+    if (this.dropping) this.broken = true;
     else pipe.endAfterQueue(delayOf(this.proxy.mode));
   }
 
   private peerReset(): void {
     // An RST from either end travels on at once, ahead of any delayed bytes, as it would on a wire.
-    if (this.proxy.mode === "blackhole") this.broken = true;
+    if (this.dropping) this.broken = true;
     else this.reset();
   }
 
@@ -368,7 +384,7 @@ function validMode(mode: FaultMode): FaultMode {
     if (!Number.isFinite(mode.delayMs) || mode.delayMs < 0) throw new Error(`bad delay: ${mode.delayMs}`);
     return { delayMs: mode.delayMs };
   }
-  if (mode !== "pass" && mode !== "blackhole" && mode !== "reset") throw new Error(`unknown mode: ${String(mode)}`);
+  if (mode !== "pass" && mode !== "blackhole" && mode !== "reset" && mode !== "silence-existing") throw new Error(`unknown mode: ${String(mode)}`);
   return mode;
 }
 

@@ -1,0 +1,92 @@
+// The etcd3 client settings elections need, as one call:
+// `new Etcd3(etcdLeader.etcd3Options({ hosts }))`. Two of etcd3's defaults
+// hurt an election:
+//
+// - No gRPC keepalive. etcd3 keeps one HTTP/2 connection per host. When it
+//   dies without a FIN or an RST (a NAT gateway, an L4 load balancer or a
+//   firewall that forgets an idle flow), every call on it times out and the
+//   client never replaces it, until the kernel gives up on the TCP connection
+//   (about 15 minutes on Linux). A leader steps down as it should, but cannot
+//   rejoin. With a ping every 6 s that must be answered within 3 s, gRPC
+//   drops the dead connection after about 9 s and dials a new one. (etcd
+//   refuses pings more often than every 5 s by default: --grpc-keepalive-min-time.)
+// - A circuit breaker per host that stays open for 5 s after three failed
+//   calls. During an etcd outage the election's own retries trip it, and a
+//   member then cannot renew or rejoin for 5 s after etcd is back: longer
+//   than a short TTL. The breaker here half-opens after 1 s; the election's
+//   own back-off does the rest.
+//
+// The breaker comes from cockatiel, which etcd3 depends on. It is loaded from
+// where etcd3 itself is installed, so that this package depends on neither.
+import { createRequire } from "node:module";
+import type { IOptions } from "etcd3";
+
+/** etcd3's options, every one optional here: `hosts` defaults as etcd3's own does. */
+export type Etcd3Options = Partial<IOptions>;
+
+/** gRPC channel settings: a ping every 6 s, a dead connection dropped 3 s after an unanswered one. */
+export const KEEPALIVE_CHANNEL_OPTIONS = {
+  "grpc.keepalive_time_ms": 6_000,
+  "grpc.keepalive_timeout_ms": 3_000,
+  // Ping an idle connection too: a follower's only traffic may be a watch that has nothing to say.
+  "grpc.keepalive_permit_without_calls": 1,
+} as const;
+
+/** How long the breaker of a host stays open after it trips. */
+const HALF_OPEN_AFTER_MS = 1_000;
+/** Consecutive failed calls that trip it (etcd3's own default count). */
+const FAILURES_TO_OPEN = 3;
+
+/**
+ * Options for `new Etcd3(...)` with gRPC keepalive and a short circuit
+ * breaker. `overrides` win; its `grpcOptions` and `faultHandling` are merged
+ * into the defaults, entry by entry.
+ */
+export function etcd3Options(overrides: Etcd3Options = {}): IOptions {
+  const { grpcOptions, faultHandling, ...rest } = overrides;
+  return {
+    hosts: "127.0.0.1:2379",
+    ...rest,
+    grpcOptions: { ...KEEPALIVE_CHANNEL_OPTIONS, ...grpcOptions },
+    faultHandling: { host: shortCircuitBreaker(), ...faultHandling },
+  };
+}
+
+interface Cockatiel {
+  circuitBreaker(policy: unknown, options: { halfOpenAfter: number; breaker: unknown }): unknown;
+  handleWhen(predicate: (err: Error) => boolean): unknown;
+  ConsecutiveBreaker: new (count: number) => unknown;
+}
+
+/** A factory of per-host breakers, as etcd3's `faultHandling.host` takes it. */
+function shortCircuitBreaker(): NonNullable<IOptions["faultHandling"]>["host"] {
+  const { cockatiel, isRecoverableError } = loadFromEtcd3();
+  return (() =>
+    cockatiel.circuitBreaker(cockatiel.handleWhen(isRecoverableError), {
+      halfOpenAfter: HALF_OPEN_AFTER_MS,
+      breaker: new cockatiel.ConsecutiveBreaker(FAILURES_TO_OPEN),
+    })) as NonNullable<IOptions["faultHandling"]>["host"];
+}
+
+function loadFromEtcd3(): { cockatiel: Cockatiel; isRecoverableError: (err: Error) => boolean } {
+  let etcd3Entry: string;
+  try {
+    etcd3Entry = require.resolve("etcd3");
+  } catch (err) {
+    throw new Error("etcdLeader.etcd3Options() needs the etcd3 package: npm install etcd3", { cause: err });
+  }
+  const fromEtcd3 = createRequire(etcd3Entry);
+  let cockatiel: Cockatiel;
+  try {
+    cockatiel = fromEtcd3("cockatiel") as Cockatiel;
+  } catch (err) {
+    throw new Error(
+      `etcdLeader.etcd3Options() could not load cockatiel, the circuit-breaker library etcd3 depends on, ` +
+        `from where etcd3 is installed (${etcd3Entry}): reinstall etcd3, or build the options yourself ` +
+        `(README, "Configuring the etcd3 client")`,
+      { cause: err },
+    );
+  }
+  const { isRecoverableError } = fromEtcd3(etcd3Entry) as { isRecoverableError: (err: Error) => boolean };
+  return { cockatiel, isRecoverableError };
+}

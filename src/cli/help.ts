@@ -1,0 +1,90 @@
+// The text of --help, for the tool and for each command, with examples.
+
+const CONNECTION = `Connecting (as etcdctl):
+  --endpoints URLS      etcd endpoints, comma-separated (default: $ETCDCTL_ENDPOINTS, else 127.0.0.1:2379)
+  --api v3|v2           etcd API: v3 through the etcd3 client (default), v2 through node-etcd
+  --cacert FILE         CA certificate to verify etcd's TLS certificate
+  --cert FILE           client certificate for TLS (with --key)
+  --key FILE            private key of the client certificate
+  --user NAME[:PW]      user for etcd authentication
+  --password PW         its password, if not given in --user
+  --backend etcd|nats   store (default etcd); nats takes --server URL and --bucket NAME
+                        (the NATS backend is not available in this build)
+
+Output:
+  --json                JSON lines instead of readable lines
+  --quiet               no state changes on stderr
+  -h, --help            this help`;
+
+export const TOOL_HELP = `etcd-leader: leader election from the command line, on etcd.
+
+Usage:
+  etcd-leader run KEY [flags] [--] COMMAND [ARGS...]   run COMMAND only while this member leads KEY
+  etcd-leader run KEY --on-elected CMD --on-unelected CMD   run hooks when leadership starts and ends
+  etcd-leader who KEY [flags]                           print who leads KEY (exit 3 if nobody)
+  etcd-leader watch KEY [flags]                         print every change of leader of KEY
+
+'etcd-leader COMMAND --help' describes each command's flags.
+
+Exit codes: 0 ok; the command's own code (run); 3 nobody leads (who); 64 bad usage;
+69 etcd unavailable; 70 internal error; 75 the on-unelected hook failed;
+126 command not executable; 127 command not found.
+
+${CONNECTION}`;
+
+export const RUN_HELP = `Usage: etcd-leader run KEY [flags] [--] COMMAND [ARGS...]
+
+Joins the election at KEY and runs COMMAND only while this member leads. When
+leadership ends, COMMAND gets --signal (SIGTERM) at once, no later than the
+member's lease deadline, and SIGKILL after --grace; it starts again in the next
+term. If COMMAND exits by itself, the member leaves and etcd-leader exits with
+COMMAND's code (--restart: start it again while leading). SIGINT or SIGTERM
+stops COMMAND, leaves the election and exits 0. COMMAND gets ETCD_LEADER_TOKEN
+(the fencing token), ETCD_LEADER_KEY and ETCD_LEADER_NAME in its environment;
+its stdout and stderr are etcd-leader's. State changes go to stderr.
+
+Flags:
+  --name NAME           member name shown to others (default: HOSTNAME-PID)
+  --ttl SECONDS         membership lifetime without renewal (default 10)
+  --signal SIG          signal that stops COMMAND (default SIGTERM)
+  --grace SECONDS       time COMMAND gets to stop before SIGKILL (default 5)
+  --restart             start COMMAND again if it exits while this member leads
+  --on-elected CMD      shell command run on election, before COMMAND
+  --on-unelected CMD    shell command run when leadership ends, after COMMAND stopped
+  --hook-retries N      retries of a failed hook, with back-off (default 3)
+  --hook-timeout SECONDS  a hook running longer fails (default 60)
+  --error-delay SECONDS   after a failed --on-elected hook, stay out of the
+                        election this long before rejoining (default 10)
+
+Examples:
+  # one copy of a worker across all hosts
+  etcd-leader run /services/mailer/leader -- node mailer.js
+  # a cron job that runs on one host of many
+  etcd-leader run --ttl 5 /cron/nightly-report -- ./report.sh
+  # elector-style hooks
+  etcd-leader run /vip/leader --on-elected 'ip addr add 10.0.0.5/24 dev eth0' \\
+      --on-unelected 'ip addr del 10.0.0.5/24 dev eth0'
+
+${CONNECTION}`;
+
+export const WHO_HELP = `Usage: etcd-leader who KEY [flags]
+
+Prints the leader of the election at KEY and its fencing token, once, and exits
+0; prints "nobody leads" and exits 3 when nobody does. 'status' is the same.
+
+Examples:
+  etcd-leader who /services/mailer/leader
+  etcd-leader who --json --endpoints https://10.0.0.1:2379 --cacert ca.pem /services/mailer/leader
+
+${CONNECTION}`;
+
+export const WATCH_HELP = `Usage: etcd-leader watch KEY [flags]
+
+Prints the leader of the election at KEY, then every change of leader, one line
+each, until interrupted. Never writes to etcd.
+
+Examples:
+  etcd-leader watch /services/mailer/leader
+  etcd-leader watch --json /services/mailer/leader | jq .leader.name
+
+${CONNECTION}`;

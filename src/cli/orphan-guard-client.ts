@@ -1,0 +1,43 @@
+// The CLI's side of the orphan guard (orphan-guard.ts): starts the guard
+// process once, and tells it which process groups to stop should the CLI die.
+import { spawn, type ChildProcess } from "node:child_process";
+import { extname, join } from "node:path";
+
+export class OrphanGuard {
+  private constructor(private readonly guard: ChildProcess) {}
+
+  static start(): OrphanGuard {
+    // Run from the build (.js) or from source under tsx (.ts, with the same --import).
+    const script = join(__dirname, `orphan-guard${extname(__filename)}`);
+    const guard = spawn(process.execPath, [...process.execArgv, script], {
+      // A process group of its own: a signal to the CLI's whole group (a
+      // supervisor's SIGKILL included) must not take the guard with it.
+      detached: true,
+      stdio: ["pipe", "ignore", "inherit"],
+    });
+    guard.on("error", () => undefined);
+    guard.stdin!.on("error", () => undefined);
+    // Neither the guard nor its pipe keeps the CLI alive.
+    guard.unref();
+    (guard.stdin as unknown as { unref?: () => void }).unref?.();
+    return new OrphanGuard(guard);
+  }
+
+  watch(pgid: number, signal: NodeJS.Signals, graceMs: number): void {
+    this.send(`watch ${pgid} ${signal} ${graceMs}`);
+  }
+
+  forget(pgid: number): void {
+    this.send(`forget ${pgid}`);
+  }
+
+  /** The CLI is exiting on its own, with every group it started reaped. */
+  close(): void {
+    this.send("done");
+    this.guard.stdin?.end();
+  }
+
+  private send(line: string): void {
+    if (this.guard.stdin?.writable) this.guard.stdin.write(`${line}\n`);
+  }
+}

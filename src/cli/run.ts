@@ -1,0 +1,170 @@
+// `etcd-leader run KEY [--] COMMAND...`: join the election at KEY and run
+// COMMAND only while this member leads, built on election.whileLeading().
+//
+// - Elected: the begin hook (if any), then the command starts, with the term
+//   in its environment (ETCD_LEADER_TOKEN, ETCD_LEADER_KEY, ETCD_LEADER_NAME).
+// - The term ends (whileLeading's signal aborts, at the latest at the lease
+//   deadline, so before any successor can be elected): the command's process
+//   group gets the stop signal at once and SIGKILL after the grace period;
+//   then the end hook; the command starts again in this member's next term.
+// - The command exits by itself while leading: with --restart it starts again
+//   (after a second); otherwise the end hook runs, the member leaves, and the
+//   CLI exits with the command's code.
+// - SIGINT or SIGTERM to the CLI: the command is stopped as above, the end
+//   hook runs, the member leaves, and the CLI exits 0.
+// - Without a command, the hooks alone mark the term (elector's model).
+import etcdLeader = require("../index");
+import { delay } from "./delay";
+import { CliError, EXIT } from "./exit";
+import { Hooks, type HookSettings } from "./hooks";
+import { OrphanGuard } from "./orphan-guard-client";
+import { ProcessGroup } from "./process-group";
+import type { Reporter } from "./report";
+import { readLeader } from "./who";
+
+export interface RunSettings {
+  key: string;
+  name: string;
+  ttl: number;
+  /** The command and its arguments; empty when hooks alone mark the term. */
+  command: string[];
+  restart: boolean;
+  stopSignal: NodeJS.Signals;
+  graceMs: number;
+  hooks: Omit<HookSettings, "stopSignal" | "graceMs">;
+  /** How long a member whose begin hook failed stays out of the election. */
+  errorDelayMs: number;
+}
+
+/** A pause between runs of a command that keeps exiting while --restart keeps it going. */
+const RESTART_DELAY_MS = 1_000;
+
+/** The begin hook failed with the term still on: leave, wait, rejoin. */
+class BeginHookFailed extends Error {}
+
+/** The end hook failed after its retries: leave and exit 75. */
+class EndHookFailed extends CliError {
+  constructor() {
+    super(
+      EXIT.endHookFailed,
+      "the on-unelected hook still failed after its retries, so whatever the on-elected hook started may still run; " +
+        "this member has left the election and exits for a supervisor to restart it",
+    );
+  }
+}
+
+export async function run(
+  client: unknown,
+  settings: RunSettings,
+  reporter: Reporter,
+  shutdown: AbortSignal,
+  storeDescription: string,
+): Promise<number> {
+  const { key, name } = settings;
+  await readLeader(client, key, storeDescription, 5_000);
+  const election = etcdLeader({ client, key, name, ttl: settings.ttl });
+  election.on("elected", (token) => reporter.state("elected", `${name} leads ${key} (fencing token ${token})`, { token }));
+  election.on("unelected", () => reporter.state("unelected", `${name} no longer leads ${key}`));
+  election.on("leader", (leader) => reporter.state("leader", `${leader} leads ${key}; ${name} waits`, { leader }));
+  election.on("error", (err) => reporter.state("error", `etcd trouble, retrying: ${err.message}`, { error: err.message }));
+
+  const guard = OrphanGuard.start();
+  const hooks = new Hooks({ ...settings.hooks, stopSignal: settings.stopSignal, graceMs: settings.graceMs }, guard, reporter);
+  // Aborted by SIGINT/SIGTERM, or by an end hook that failed: either way the member leaves.
+  const stopping = new AbortController();
+  const onShutdown = () => stopping.abort(shutdown.reason);
+  let endHookFailure: EndHookFailed | undefined;
+  shutdown.addEventListener("abort", onShutdown, { once: true });
+
+  const term = async ({ signal, token }: etcdLeader.LeadershipTerm): Promise<number> => {
+    const env = { ...process.env, ETCD_LEADER_TOKEN: String(token), ETCD_LEADER_KEY: key, ETCD_LEADER_NAME: name };
+    if (!(await hooks.begin(env, signal))) {
+      await endOfTerm(env);
+      if (signal.aborted) return EXIT.ok; // a lost term: whileLeading runs this again next term
+      throw new BeginHookFailed();
+    }
+    try {
+      return settings.command.length > 0 ? await runCommand(env, signal) : await ended(signal);
+    } finally {
+      await endOfTerm(env);
+    }
+  };
+
+  const endOfTerm = async (env: NodeJS.ProcessEnv) => {
+    if (await hooks.end(env)) return;
+    endHookFailure ??= new EndHookFailed();
+    stopping.abort(endHookFailure);
+  };
+
+  const runCommand = async (env: NodeJS.ProcessEnv, signal: AbortSignal): Promise<number> => {
+    const [command, ...args] = settings.command as [string, ...string[]];
+    for (;;) {
+      if (signal.aborted) return EXIT.ok;
+      const child = await ProcessGroup.start(
+        { command, args, env, stopSignal: settings.stopSignal, graceMs: settings.graceMs },
+        guard,
+      );
+      reporter.state("command-start", `started ${command} (pid ${child.pid})`, { pid: child.pid, token: Number(env.ETCD_LEADER_TOKEN) });
+      const stop = () => {
+        const why = signal.reason instanceof Error ? signal.reason.message : String(signal.reason);
+        reporter.state("command-stop", `stopping ${command} (pid ${child.pid}) with ${settings.stopSignal}: ${why}`, {
+          pid: child.pid,
+          signal: settings.stopSignal,
+          reason: why,
+        });
+        void child.stop();
+      };
+      signal.addEventListener("abort", stop, { once: true });
+      if (signal.aborted) stop();
+      const exit = await child.exited;
+      signal.removeEventListener("abort", stop);
+      reporter.state("command-exit", `${command} (pid ${child.pid}) exited: ${exit.signal ? `killed by ${exit.signal}` : `code ${exit.code}`}`, {
+        pid: child.pid,
+        code: exit.code,
+        signal: exit.signal,
+      });
+      if (signal.aborted) return EXIT.ok;
+      if (!settings.restart) return exit.code;
+      await delay(RESTART_DELAY_MS, signal);
+    }
+  };
+
+  try {
+    for (;;) {
+      try {
+        reporter.state("joining", `${name} joins the election at ${key}`);
+        const code = await election.whileLeading(term, { signal: stopping.signal });
+        reporter.state("left", `${name} left the election at ${key}`);
+        return code;
+      } catch (err) {
+        if (err instanceof BeginHookFailed) {
+          reporter.state("error-state", `the on-elected hook failed: ${name} left the election and rejoins in ${settings.errorDelayMs} ms`, {
+            delayMs: settings.errorDelayMs,
+          });
+          await delay(settings.errorDelayMs, stopping.signal);
+          if (stopping.signal.aborted) break;
+          continue;
+        }
+        if (isAbortError(err)) break;
+        throw err;
+      }
+    }
+    reporter.state("left", `${name} left the election at ${key}`);
+    if (endHookFailure) throw endHookFailure;
+    return EXIT.ok;
+  } finally {
+    shutdown.removeEventListener("abort", onShutdown);
+    guard.close();
+  }
+}
+
+function ended(signal: AbortSignal): Promise<number> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve(EXIT.ok);
+    else signal.addEventListener("abort", () => resolve(EXIT.ok), { once: true });
+  });
+}
+
+function isAbortError(err: unknown): boolean {
+  return err instanceof Error && err.name === "AbortError";
+}

@@ -1,0 +1,223 @@
+// Connections that die without a FIN or an RST, against a real etcd through a
+// FaultProxy whose "silence-existing" mode stops every open connection in
+// both directions while new ones pass: v2 long polls are re-armed within
+// watchRearmInterval (and a re-arm whose history etcd has dropped falls back
+// to a point read); etcd3 clients built with etcdLeader.etcd3Options() replace
+// a silent connection; and a member on a client without those settings says,
+// once, what to configure.
+import assert from "node:assert/strict";
+import { after, afterEach, before, describe, it } from "node:test";
+import { Etcd3, type IOptions } from "etcd3";
+import etcdLeader = require("../src/index");
+import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { FaultProxy } from "./helpers/fault-proxy";
+import { exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const Etcd = require("node-etcd");
+
+/** Short, so that each test is quick; a lost long poll costs at most this. */
+const REARM_MS = 1_000;
+/** Liveness only: many times the re-arm bound, far below the default bound of 30 s that old code never met either. */
+const ELECTED_WITHIN_MS = 10_000;
+
+let etcd: EtcdCluster;
+const cleanups: Array<() => Promise<void> | void> = [];
+let keys = 0;
+const nextKey = () => `/silent/${process.pid}-${++keys}`;
+
+before(async () => {
+  etcd = await startEtcd();
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+after(async () => {
+  await etcd?.close();
+  exitOrFail();
+});
+
+async function proxy(): Promise<FaultProxy> {
+  const p = await FaultProxy.start({ upstream: etcd.hostPorts });
+  cleanups.push(() => p.close());
+  return p;
+}
+
+function member(client: unknown, key: string, name: string, options: etcdLeader.ElectionOptions = {}): etcdLeader.Election {
+  const election = etcdLeader(client, key, name, { ttl: 2, ...options });
+  cleanups.push(async () => void (await election.leave()));
+  return election;
+}
+
+function etcd3(options: IOptions): Etcd3 {
+  const client = new Etcd3(options);
+  cleanups.push(() => client.close());
+  return client;
+}
+
+function errorsOf(election: etcdLeader.Election): string[] {
+  const messages: string[] = [];
+  election.on("error", (err: Error) => messages.push(err.message));
+  return messages;
+}
+
+describe("watchRearmInterval", () => {
+  it("is a duration like the others: positive, at most 2^31 - 1 ms, default 30 s", () => {
+    for (const bad of [0, -1, Number.NaN, "5", 2 ** 31]) {
+      assert.throws(
+        () => etcdLeader(new Etcd("127.0.0.1:9"), "/k", "n", { watchRearmInterval: bad as number }),
+        /watchRearmInterval must be/,
+      );
+    }
+    assert.throws(() => etcdLeader(new Etcd("127.0.0.1:9"), "/k", "n", { watchRearmIntervall: 5 } as object), /watchRearmInterval/);
+    etcdLeader(new Etcd("127.0.0.1:9"), "/k", "n", { watchRearmInterval: 2 ** 31 - 1 });
+  });
+});
+
+describe("v2: long polls lost on a silent connection", () => {
+  it("a follower whose watch went silent is elected after the leader leaves, by re-arming its watch", async () => {
+    const key = nextKey();
+    const leader = member(new Etcd(etcd.hostPorts), key, "leader");
+    leader.start();
+    await waitFor("leader elected", 10_000, () => leader.isLeader());
+    const followerProxy = await proxy();
+    const follower = member(new Etcd([followerProxy.hostPort]), key, "follower", { watchRearmInterval: REARM_MS });
+    const errors = errorsOf(follower);
+    const followed = new Promise((resolve) => follower.once("leader", resolve));
+    follower.start();
+    assert.equal(await withDeadline(followed, 10_000, "follower sees the leader"), "leader");
+    // Its long poll on the member before it is open now; that connection goes dead.
+    await sleep(200);
+    followerProxy.setMode("silence-existing");
+    await sleep(200);
+    await leader.leave();
+    await waitFor("the follower elected", ELECTED_WITHIN_MS, () => follower.isLeader());
+    assert.deepEqual(errors, [], "re-arming a watch is routine, not an error");
+  });
+
+  it("an observer whose recursive watch went silent sees the next leader", async () => {
+    const key = nextKey();
+    const first = member(new Etcd(etcd.hostPorts), key, "first");
+    const second = member(new Etcd(etcd.hostPorts), key, "second");
+    first.start();
+    await waitFor("first elected", 10_000, () => first.isLeader());
+    second.start();
+    await waitFor("second in line", 10_000, () => second.state === "following");
+    const observerProxy = await proxy();
+    const observer = etcdLeader.observe(new Etcd([observerProxy.hostPort]), key, { ttl: 2, watchRearmInterval: REARM_MS });
+    cleanups.push(() => void observer.stop());
+    observer.start();
+    await waitFor("observer sees first", 10_000, () => observer.currentLeader() === "first");
+    await sleep(200);
+    observerProxy.setMode("silence-existing");
+    await sleep(200);
+    await first.leave();
+    await waitFor("the observer sees second", ELECTED_WITHIN_MS, () => observer.currentLeader() === "second");
+  });
+
+  it("a re-arm from an index etcd no longer remembers (error 401) falls back to a point read", async () => {
+    const key = nextKey();
+    const client = new Etcd(etcd.hostPorts);
+    const leader = member(client, key, "leader");
+    leader.start();
+    await waitFor("leader elected", 10_000, () => leader.isLeader());
+    const follower = member(new Etcd(etcd.hostPorts), key, "follower", { watchRearmInterval: REARM_MS });
+    const errors = errorsOf(follower);
+    follower.start();
+    await waitFor("follower waiting", 10_000, () => follower.state === "following");
+    // More than the 1000 events etcd v2 keeps, none of them on the election: the follower's
+    // next re-arm asks from an index etcd has forgotten.
+    const filler = `${key}-filler`;
+    for (let i = 0; i < 1_100; i += 50) {
+      await Promise.all(
+        Array.from({ length: 50 }, (_, j) => new Promise((resolve, reject) => client.set(filler, String(i + j), (err: unknown) => (err ? reject(err) : resolve(undefined))))),
+      );
+    }
+    const cleared = await new Promise<number | undefined>((resolve) =>
+      client.get(key, { wait: true, waitIndex: 1 }, (err: { errorCode?: number } | null) => resolve(err?.errorCode)),
+    );
+    assert.equal(cleared, 401, "etcd should have forgotten the index the follower started from");
+    // Past a re-arm, so that the follower's watch is one that met the 401.
+    await sleep(REARM_MS * 2);
+    assert.equal(follower.isLeader(), false);
+    await leader.leave();
+    await waitFor("the follower elected", ELECTED_WITHIN_MS, () => follower.isLeader());
+    assert.deepEqual(errors, []);
+  });
+});
+
+describe("etcdLeader.etcd3Options()", () => {
+  it("sets gRPC keepalive and a per-host circuit breaker, and lets overrides win", () => {
+    const options = etcdLeader.etcd3Options({ hosts: ["127.0.0.1:1"], grpcOptions: { "grpc.keepalive_time_ms": 10_000 } });
+    assert.deepEqual(options.hosts, ["127.0.0.1:1"]);
+    assert.deepEqual(options.grpcOptions, {
+      "grpc.keepalive_time_ms": 10_000,
+      "grpc.keepalive_timeout_ms": 3_000,
+      "grpc.keepalive_permit_without_calls": 1,
+    });
+    const breaker = options.faultHandling?.host?.("127.0.0.1:1") as { execute?: unknown } | undefined;
+    assert.equal(typeof breaker?.execute, "function", "faultHandling.host makes a cockatiel policy");
+    const noBreaker = etcdLeader.etcd3Options({ faultHandling: { host: undefined as never } });
+    assert.equal(noBreaker.faultHandling?.host, undefined);
+    assert.equal(etcdLeader.etcd3Options().hosts, "127.0.0.1:2379");
+  });
+
+  it("a client built with it replaces a connection that went silent", async () => {
+    const p = await proxy();
+    const client = etcd3(etcdLeader.etcd3Options({ hosts: [p.hostPort] }));
+    const key = nextKey();
+    await client.put(key).value("before");
+    p.setMode("silence-existing");
+    // Each try gives up after 2 s; the dead connection is dropped by keepalive (about 9 s) and a new one dialled.
+    const value = await waitFor("a read through a new connection", 40_000, () =>
+      Promise.race([client.get(key).string().catch(() => undefined), sleep(2_000).then(() => undefined)]),
+    );
+    assert.equal(value, "before");
+  });
+});
+
+describe("v3: advice on the etcd3 client, once", () => {
+  it("repeated request timeouts on a client without keepalive say what to configure, once", async () => {
+    const p = await proxy();
+    const client = etcd3({ hosts: [p.hostPort] });
+    const key = nextKey();
+    const election = member(client, key, "m", { requestTimeout: 300, retryMaxDelay: 300 });
+    const errors = errorsOf(election);
+    election.start();
+    await waitFor("elected", 10_000, () => election.isLeader());
+    p.setMode("silence-existing");
+    await waitFor("several timeouts", 20_000, () => errors.filter((e) => /did not answer/.test(e)).length >= 8);
+    const advice = errors.filter((e) => e.includes("etcdLeader.etcd3Options"));
+    assert.equal(advice.length, 1, `one error with the advice, got:\n${errors.join("\n")}`);
+    assert.match(advice[0]!, /keepalive/);
+    assert.match(advice[0]!, /Configuring the etcd3 client/);
+  });
+
+  it("a client built with etcd3Options gets no such advice", async () => {
+    const p = await proxy();
+    const client = etcd3(etcdLeader.etcd3Options({ hosts: [p.hostPort] }));
+    const election = member(client, nextKey(), "m", { requestTimeout: 300, retryMaxDelay: 300 });
+    const errors = errorsOf(election);
+    election.start();
+    await waitFor("elected", 10_000, () => election.isLeader());
+    p.setMode("silence-existing");
+    await waitFor("several timeouts", 20_000, () => errors.filter((e) => /did not answer/.test(e)).length >= 8);
+    assert.deepEqual(errors.filter((e) => e.includes("etcdLeader.etcd3Options")), []);
+  });
+
+  it("etcd3's default circuit breaker, once open, is named with what to configure, once", async () => {
+    const p = await proxy();
+    const client = etcd3({ hosts: [p.hostPort] });
+    const election = member(client, nextKey(), "m", { requestTimeout: 300, retryMaxDelay: 300 });
+    const errors = errorsOf(election);
+    election.start();
+    await waitFor("elected", 10_000, () => election.isLeader());
+    p.setMode("reset");
+    await waitFor("the breaker open", 20_000, () => errors.filter((e) => /circuit breaker is open/.test(e)).length >= 3);
+    const advice = errors.filter((e) => e.includes("etcdLeader.etcd3Options"));
+    assert.equal(advice.length, 1, `one error with the advice, got:\n${errors.join("\n")}`);
+    assert.match(advice[0]!, /default circuit breaker is open/);
+  });
+});
