@@ -27,7 +27,7 @@ import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-se
 import { startNats, type NatsServer } from "../test/helpers/nats-server";
 import { failoverChart } from "./chart";
 import { paramsFor, type BenchContext } from "./context";
-import { CountingProxy } from "./counting-proxy";
+import { CountingProxy } from "../test/helpers/counting-proxy";
 import { compileMembers, removeCompiled } from "./compile";
 import { killAllHosts, useCompiledMembers, type Host } from "./host";
 import { MachineLoad } from "./machine-load";
@@ -147,7 +147,7 @@ async function main(): Promise<void> {
   useCompiledMembers(compiled);
   etcd = await startEtcd();
   const etcdUrl = etcd.clientUrls[0]!;
-  proxy = await CountingProxy.start(etcdUrl);
+  proxy = await CountingProxy.start(etcdUrl, { record: false, keepAlive: true });
   probe = new Etcd3({ hosts: etcdUrl });
   const ctx: BenchContext = { params, subjects, etcdUrl, countingProxy: proxy, probe, log };
   if (subjects.some((s) => s.api === "nats")) {

@@ -2,8 +2,10 @@
 // follows, every event with its time, and waiting for a condition with a
 // deadline. Also the safety record: each change of each member's belief that
 // it leads, from which overlaps (two leaders at once) are computed.
+import { overlapStretches, type OverlapStretch } from "../test/helpers/leadership-history";
 import type { Host, HostEvent } from "./host";
-import { DeadlineError, now } from "./util";
+import { addSafety, tally, type Failure, type SafetySummary } from "./scenarios/common";
+import { DeadlineError, errorMessage, now } from "./util";
 
 export interface MemberState {
   name: string;
@@ -24,12 +26,7 @@ export interface Transition {
   on: boolean;
 }
 
-export interface Overlap {
-  from: number;
-  to: number;
-  ms: number;
-  members: string[];
-}
+export type Overlap = OverlapStretch;
 
 export interface SafetyRecord {
   /** Separate stretches of time during which two or more members believed they led. */
@@ -194,27 +191,17 @@ export class Trial {
 
   /** Overlaps of beliefs, with beliefs still held closed at `end`. */
   safety(end = now()): SafetyRecord {
-    const sorted = [...this.transitions].sort((a, b) => a.t - b.t || Number(a.on) - Number(b.on));
-    const holding = new Set<string>();
-    const overlaps: Overlap[] = [];
-    let current: Overlap | undefined;
-    for (const tr of sorted) {
-      if (tr.on) holding.add(tr.name);
-      else holding.delete(tr.name);
-      if (holding.size >= 2 && !current) current = { from: tr.t, to: tr.t, ms: 0, members: [...holding] };
-      else if (holding.size >= 2 && current) current.members = [...new Set([...current.members, ...holding])];
-      else if (holding.size < 2 && current) {
-        current.to = tr.t;
-        current.ms = current.to - current.from;
-        overlaps.push(current);
-        current = undefined;
+    const intervals: Array<{ member: string; start: number; end: number }> = [];
+    const since = new Map<string, number>();
+    for (const tr of this.transitions) {
+      if (tr.on) since.set(tr.name, tr.t);
+      else if (since.has(tr.name)) {
+        intervals.push({ member: tr.name, start: since.get(tr.name)!, end: tr.t });
+        since.delete(tr.name);
       }
     }
-    if (current) {
-      current.to = end;
-      current.ms = end - current.from;
-      overlaps.push(current);
-    }
+    for (const [member, start] of since) intervals.push({ member, start, end });
+    const overlaps = overlapStretches(intervals);
     return { instants: overlaps.length, longestMs: Math.max(0, ...overlaps.map((o) => o.ms)), overlaps };
   }
 
@@ -287,5 +274,71 @@ export class Trial {
         waiter.resolve();
       }
     }
+  }
+}
+
+/** What every scenario records over a subject's trials, besides its own figures. */
+export interface TrialBook {
+  failures: Failure[];
+  safety: SafetySummary;
+  messages: Record<string, number>;
+}
+
+export interface TrialRunOptions {
+  /** Trial labels are `${label} ${i}`. */
+  label: string;
+  trials: number;
+  /** Trials not begun within this many seconds of the first are recorded as failures, not run. */
+  budgetS: number;
+  /** Where failures, safety and message counts go. */
+  book: TrialBook;
+  /** Before the first trial (the member processes' clients): a throw ends the scenario, after close(). */
+  prepare?(): Promise<unknown>;
+  /**
+   * One trial: attach members to `trial`, act, measure. A throw records a
+   * failure. `release` registers a step (close the members, a proxy) that
+   * runs once the trial is over, whatever happened.
+   */
+  run(trial: Trial, i: number, release: (step: () => Promise<unknown>) => void): Promise<void>;
+  /** After a failed trial: whether to go on (default: yes). A dead member process usually means no. */
+  continueAfterFailure?(): boolean;
+  /** Closes what the trials shared (the member processes), after the last one. */
+  close(): Promise<void>;
+}
+
+/**
+ * Runs a scenario's trials one after another: each gets a fresh Trial, its
+ * failure (if any) and its safety record are booked, the members' errors and
+ * notes tallied, the trial disposed and its release steps run; at the end the
+ * shared processes are closed.
+ */
+export async function runTrials(options: TrialRunOptions): Promise<void> {
+  const { book } = options;
+  const began = now();
+  try {
+    await options.prepare?.();
+    for (let i = 1; i <= options.trials; i++) {
+      if ((now() - began) / 1000 > options.budgetS) {
+        book.failures.push({ trial: i, reason: `time budget of ${options.budgetS} s used up; trials ${i}.. not run` });
+        break;
+      }
+      const trial = new Trial(`${options.label} ${i}`);
+      const releases: Array<() => Promise<unknown>> = [];
+      let failed = false;
+      try {
+        await options.run(trial, i, (step) => releases.push(step));
+      } catch (err) {
+        failed = true;
+        book.failures.push({ trial: i, reason: errorMessage(err) });
+      } finally {
+        addSafety(book.safety, trial.safety());
+        tally(book.messages, trial);
+        trial.dispose();
+        for (const step of releases) await step();
+      }
+      if (failed && options.continueAfterFailure && !options.continueAfterFailure()) break;
+    }
+  } finally {
+    await options.close();
   }
 }

@@ -1,7 +1,7 @@
 // `npm run demo`: watch a leader election work, on a throwaway local etcd.
 //
 // Three members (alpha, bravo, charlie), each in its own process
-// (scripts/demo-member.ts), compete for one election key with a 2 s TTL. The
+// (test/fixtures/member.ts), compete for one election key with a 2 s TTL. The
 // demo waits for a leader, stops it cleanly and times the failover, then
 // SIGKILLs the new leader (its key has to expire) and times that failover too,
 // printing a timeline as it goes and a summary at the end.
@@ -11,10 +11,13 @@
 // Exits 0 when every step happened, 1 when one did not within its deadline (or
 // the chosen API is not available), 130/143 when interrupted. etcd, its data
 // dir and every member process are gone afterwards in every case.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-server";
+import { checkHistories } from "../test/helpers/leadership-history";
+import { spawnMember, type MemberConfig, type MemberEvent, type MemberProcess } from "../test/helpers/member-process";
+import { sleep, waitFor } from "../test/helpers/waiting";
 
 const TTL_SECONDS = 2;
 const MEMBER_NAMES = ["alpha", "bravo", "charlie"] as const;
@@ -28,8 +31,6 @@ const SECOND_TERM_MS = 1_000;
 /** Member events may reach us slightly out of order across pipes: hold lines this long and print them sorted. */
 const REORDER_WINDOW_MS = 60;
 
-const repoRoot = join(__dirname, "..");
-const memberScript = join("scripts", "demo-member.ts");
 const startedAt = Date.now();
 
 // ---------------------------------------------------------------- arguments
@@ -111,20 +112,11 @@ function say(text: string): void {
 
 // ---------------------------------------------------------------- members
 
-interface MemberEvent {
-  t: number;
-  name: string;
-  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left";
-  token?: number;
-  leader?: string;
-  message?: string;
-}
-
 class DemoFailure extends Error {}
 
-
+/** One member process (test/fixtures/member.ts) and what the demo knows of it from its events. */
 class Member {
-  readonly child: ChildProcess;
+  readonly process: MemberProcess;
   /** Whether this member believes it leads, from its elected/unelected events. */
   leading = false;
   /** The leader this member follows, from its `leader` events. */
@@ -132,60 +124,33 @@ class Member {
   token: number | undefined;
   /** Set when the demo stops or kills the member on purpose. */
   expectedExit: "leave" | "kill" | undefined;
-  exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-  readonly exited: Promise<void>;
-  private stderr = "";
-  private stdoutBuffer = "";
+  exit: { code: number | null; signal: string | null } | undefined;
 
-  constructor(readonly name: string, config: object, private readonly onEvent: (m: Member, e: MemberEvent) => void) {
-    this.child = spawn(process.execPath, ["--import", "tsx", memberScript, JSON.stringify({ name, ...config })], {
-      cwd: repoRoot,
-      stdio: ["pipe", "pipe", "pipe"],
-      // The library's debug output would only be noise here.
-      env: { ...process.env, DEBUG: "" },
-    });
-    this.child.stdout!.setEncoding("utf8");
-    this.child.stdout!.on("data", (chunk: string) => this.readStdout(chunk));
-    this.child.stderr!.setEncoding("utf8");
-    this.child.stderr!.on("data", (chunk: string) => {
-      this.stderr = (this.stderr + chunk).slice(-8_000);
-    });
-    // A member that already exited cannot take a command; that shows up as an unexpected exit instead.
-    this.child.stdin!.on("error", () => {});
-    this.exited = new Promise((resolve) => {
-      this.child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
-        this.exit = { code, signal };
-        endTerm(this, Date.now());
-        resolve();
-      });
-      this.child.once("error", (err) => {
-        this.stderr += `\n${err.message}`;
-        this.exit ??= { code: null, signal: null };
-        resolve();
-      });
-    });
+  constructor(readonly name: string, config: Omit<MemberConfig, "name">) {
+    this.process = spawnMember({ ...config, name });
+    timeline(Date.now(), name, "joins the election");
+    this.process.onEvent((event) => this.onEvent(event));
   }
 
   get alive(): boolean {
     return this.exit === undefined;
   }
 
+  get exited(): Promise<unknown> {
+    return this.process.exited;
+  }
+
   /** Asks the member to `await election.leave()` and exit 0. */
   leave(): void {
     this.expectedExit = "leave";
-    this.child.stdin!.write("leave\n");
+    this.process.send("exit");
   }
 
   /** A crash: no leave, no clean-up; its membership has to expire. */
   kill(): void {
     this.expectedExit = "kill";
     this.leading = false;
-    this.child.kill("SIGKILL");
-    endTerm(this, Date.now());
-  }
-
-  stderrTail(lines = 15): string {
-    return this.stderr.trimEnd().split("\n").slice(-lines).join("\n");
+    void this.process.kill("SIGKILL");
   }
 
   describeExit(): string {
@@ -194,21 +159,35 @@ class Member {
     return `exited with code ${this.exit.code}`;
   }
 
-  private readStdout(chunk: string): void {
-    this.stdoutBuffer += chunk;
-    let newline: number;
-    while ((newline = this.stdoutBuffer.indexOf("\n")) >= 0) {
-      const line = this.stdoutBuffer.slice(0, newline).trim();
-      this.stdoutBuffer = this.stdoutBuffer.slice(newline + 1);
-      if (!line) continue;
-      let event: MemberEvent;
-      try {
-        event = JSON.parse(line) as MemberEvent;
-      } catch {
-        this.stderr += `\n(stdout) ${line}`;
-        continue;
-      }
-      this.onEvent(this, event);
+  private onEvent(event: MemberEvent): void {
+    const { at } = event;
+    switch (event.type) {
+      case "elected":
+        this.leading = true;
+        this.follows = undefined;
+        this.token = event.token;
+        elections.push({ name: this.name, t: at, token: event.token });
+        timeline(at, this.name, `elected (fencing token ${event.token})`);
+        break;
+      case "unelected":
+        this.leading = false;
+        this.token = undefined;
+        timeline(at, this.name, "unelected");
+        break;
+      case "leader":
+        this.follows = event.name;
+        timeline(at, this.name, `follows ${event.name}`);
+        break;
+      case "error":
+        timeline(at, this.name, `error: ${event.message}`);
+        break;
+      case "left":
+        timeline(at, this.name, "left the election");
+        break;
+      case "exit":
+        this.exit = { code: event.code, signal: event.signal };
+        this.leading = false;
+        break;
     }
   }
 }
@@ -216,112 +195,20 @@ class Member {
 // ---------------------------------------------------------------- state and waiting
 
 const members: Member[] = [];
-/** Every term in order: who, from when (`elected`) until when (`unelected`, killed or exited), with which token. */
-interface Term {
-  name: string;
-  t: number;
-  end?: number;
-  token: number;
-}
-const terms: Term[] = [];
-
-type Waiter = { check: () => boolean; resolve: () => void; reject: (err: Error) => void };
-const waiters = new Set<Waiter>();
-
-function recheck(): void {
-  for (const waiter of [...waiters]) {
-    let done: boolean;
-    try {
-      done = waiter.check();
-    } catch (err) {
-      waiters.delete(waiter);
-      waiter.reject(err as Error);
-      continue;
-    }
-    if (done) {
-      waiters.delete(waiter);
-      waiter.resolve();
-    }
-  }
-}
+/** Every election in order: who, when, with which token. */
+const elections: Array<{ name: string; t: number; token: number }> = [];
 
 /** Resolves once `check()` holds; rejects after the step deadline or when a member exits unexpectedly. */
-function waitUntil(what: string, check: () => boolean): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      waiters.delete(waiter);
-      reject(new DemoFailure(`timed out after ${STEP_DEADLINE_MS / 1000} s waiting for ${what}`));
-    }, STEP_DEADLINE_MS);
-    const waiter: Waiter = {
-      check: () => {
-        const crashed = members.find((m) => !m.alive && m.expectedExit === undefined);
-        if (crashed) throw new DemoFailure(`${crashed.name} ${crashed.describeExit()} unexpectedly while waiting for ${what}`);
-        return check();
-      },
-      resolve: () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      reject: (err) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    };
-    waiters.add(waiter);
-    recheck();
-  });
-}
-
-function onMemberEvent(member: Member, event: MemberEvent): void {
-  const t = typeof event.t === "number" ? event.t : Date.now();
-  switch (event.event) {
-    case "joining":
-      timeline(t, member.name, "joins the election");
-      break;
-    case "elected": {
-      member.leading = true;
-      member.follows = undefined;
-      member.token = event.token;
-      terms.push({ name: member.name, t, token: event.token ?? NaN });
-      timeline(t, member.name, `elected (fencing token ${event.token})`);
-      break;
-    }
-    case "unelected":
-      endTerm(member, t);
-      member.leading = false;
-      member.token = undefined;
-      timeline(t, member.name, "unelected");
-      break;
-    case "leader":
-      member.follows = event.leader;
-      timeline(t, member.name, `follows ${event.leader}`);
-      break;
-    case "error":
-      timeline(t, member.name, `error: ${event.message}`);
-      break;
-    case "left":
-      timeline(t, member.name, "left the election");
-      break;
+async function waitUntil(what: string, check: () => boolean): Promise<void> {
+  try {
+    await waitFor(what, STEP_DEADLINE_MS, () => {
+      const crashed = members.find((m) => !m.alive && m.expectedExit === undefined);
+      if (crashed) throw new DemoFailure(`${crashed.name} ${crashed.describeExit()} unexpectedly while waiting for ${what}`);
+      return check();
+    });
+  } catch (err) {
+    throw err instanceof DemoFailure ? err : new DemoFailure((err as Error).message);
   }
-  recheck();
-}
-
-function endTerm(member: Member, at: number): void {
-  const term = [...terms].reverse().find((candidate) => candidate.name === member.name);
-  if (term && term.end === undefined) term.end = at;
-}
-
-/** Pairs of terms that overlapped in time: two members believing they led at once. */
-function overlaps(): string[] {
-  const found: string[] = [];
-  terms.forEach((a, i) => {
-    for (const b of terms.slice(i + 1)) {
-      if (b.t < (a.end ?? Infinity) && a.t < (b.end ?? Infinity)) {
-        found.push(`${b.name} was elected ${b.t - a.t} ms after ${a.name}, which still led`);
-      }
-    }
-  });
-  return found;
 }
 
 function alive(): Member[] {
@@ -338,24 +225,18 @@ function agreedLeader(): Member | undefined {
 }
 
 async function waitForExit(member: Member, what: string): Promise<void> {
-  const timedOut = new Promise<"timeout">((resolve) => setTimeout(resolve, STEP_DEADLINE_MS, "timeout").unref());
-  if ((await Promise.race([member.exited, timedOut])) === "timeout") {
-    throw new DemoFailure(`timed out after ${STEP_DEADLINE_MS / 1000} s waiting for ${what}`);
-  }
+  await waitUntil(what, () => member.exit !== undefined);
   if (member.exit?.code !== 0) throw new DemoFailure(`${member.name} ${member.describeExit()} while ${what}`);
 }
 
 /** Lets `ms` pass while `invariant()` holds; fails at once when it stops holding or a member dies. */
 function hold(ms: number, what: string, invariant: () => boolean): Promise<void> {
   const until = Date.now() + ms;
-  const timer = setTimeout(recheck, ms);
   return waitUntil(what, () => {
     if (!invariant()) throw new DemoFailure(`expected ${what}, but that stopped being true`);
     return Date.now() >= until;
-  }).finally(() => clearTimeout(timer));
+  });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------- clean-up
 
@@ -367,7 +248,7 @@ let cleaning: Promise<void> | undefined;
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
     const killMembers = () => {
-      for (const member of members) if (member.alive) member.child.kill("SIGKILL");
+      for (const member of members) member.process.killNow();
     };
     killMembers();
     if (!cluster && etcdStarting) cluster = await etcdStarting.catch(() => undefined);
@@ -381,13 +262,7 @@ function cleanup(): Promise<void> {
 /** Last resort on the way out, synchronous: nothing may outlive the demo. */
 function cleanupSync(): void {
   for (const member of members) {
-    if (member.alive) {
-      try {
-        member.child.kill("SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
+    member.process.killNow();
   }
   for (const server of cluster?.members ?? []) {
     if (server.running && server.pid) {
@@ -445,14 +320,8 @@ async function main(): Promise<number> {
   if (interrupted) return new Promise<number>(() => {});
   say(`etcd is up at ${cluster.clientUrls.join(", ")} (throwaway data dir)`);
 
-  const config = {
-    key: ELECTION_KEY,
-    ttl: TTL_SECONDS,
-    api,
-    hosts: api === "v3" ? cluster.clientUrls : cluster.hostPorts,
-  };
-  for (const name of MEMBER_NAMES) members.push(new Member(name, config, onMemberEvent));
-  for (const member of members) void member.exited.then(recheck);
+  const config = { backend: api, key: ELECTION_KEY, ttl: TTL_SECONDS, hosts: cluster.hostPorts };
+  for (const name of MEMBER_NAMES) members.push(new Member(name, config));
 
   // 1. A leader, and everyone else knows it.
   await waitUntil("a leader that every member knows", () => agreedLeader() !== undefined);
@@ -461,12 +330,12 @@ async function main(): Promise<number> {
   await hold(FIRST_TERM_MS, `${first.name} to keep leading, followed by the others`, () => agreedLeader() === first);
 
   // 2. Graceful stop: the leader leaves, deleting its key; the next one takes over at once.
-  const electionsBeforeStop = terms.length;
+  const electionsBeforeStop = elections.length;
   const stopAt = Date.now();
   say(`stopping ${first.name} cleanly (await election.leave())`);
   first.leave();
-  await waitUntil("the next leader after the clean stop", () => terms.length > electionsBeforeStop);
-  const gracefulTerm = terms[electionsBeforeStop]!;
+  await waitUntil("the next leader after the clean stop", () => elections.length > electionsBeforeStop);
+  const gracefulTerm = elections[electionsBeforeStop]!;
   const gracefulMs = gracefulTerm.t - stopAt;
   timeline(gracefulTerm.t, "demo", `failover after clean stop: ${gracefulMs} ms`);
   await waitForExit(first, `${first.name} leaves and exits`);
@@ -476,12 +345,12 @@ async function main(): Promise<number> {
   await hold(SECOND_TERM_MS, `${second.name} to keep leading, followed by the others`, () => agreedLeader() === second);
 
   // 3. Crash: SIGKILL the leader; nobody deletes its key, it has to expire.
-  const electionsBeforeKill = terms.length;
+  const electionsBeforeKill = elections.length;
   const killAt = Date.now();
   say(`killing ${second.name} (SIGKILL): no clean-up, its key must expire (TTL ${TTL_SECONDS} s)`);
   second.kill();
-  await waitUntil("the next leader after the crash", () => terms.length > electionsBeforeKill);
-  const crashTerm = terms[electionsBeforeKill]!;
+  await waitUntil("the next leader after the crash", () => elections.length > electionsBeforeKill);
+  const crashTerm = elections[electionsBeforeKill]!;
   const crashMs = crashTerm.t - killAt;
   timeline(crashTerm.t, "demo", `failover after crash: ${seconds(crashMs, 2)} s`);
 
@@ -496,9 +365,11 @@ async function main(): Promise<number> {
   flushAll();
 
   // Summary.
-  const overlapping = overlaps();
-  const tokens = terms.map((term) => term.token);
-  const increasing = tokens.every((token, i) => Number.isFinite(token) && (i === 0 || token > tokens[i - 1]!));
+  const report = checkHistories(members.map((m) => m.process.history()), { allowedOverlapMs: 0, endOfHistory: Date.now() });
+  const overlapping = report.overlaps.map(
+    (o) => `${o.members[1]} (token ${o.tokens[1]}) and ${o.members[0]} (token ${o.tokens[0]}) both led for ${o.overlapMs} ms`,
+  );
+  const increasing = report.tokensIncrease.ok;
   const rows: [string, string][] = [
     ["TTL", `${TTL_SECONDS} s`],
     [`clean stop of ${first.name}`, `${gracefulTerm.name} elected ${gracefulMs} ms later`],
@@ -506,7 +377,7 @@ async function main(): Promise<number> {
       `crash of ${second.name}`,
       `${crashTerm.name} elected ${seconds(crashMs, 2)} s later (${(crashMs / (TTL_SECONDS * 1000)).toFixed(2)} × TTL)`,
     ],
-    ["fencing tokens", `${terms.map((term) => `${term.token} (${term.name})`).join(" < ")}${increasing ? "" : "  NOT INCREASING"}`],
+    ["fencing tokens", `${elections.map((term) => `${term.token} (${term.name})`).join(" < ")}${increasing ? "" : "  NOT INCREASING"}`],
     ["leaders at once", overlapping.length === 0 ? "never more than one" : overlapping.join("; ")],
   ];
   const width = Math.max(...rows.map(([label]) => label.length));
@@ -534,10 +405,7 @@ function reportFailure(err: unknown): void {
       const role = m.leading ? `leads (token ${m.token})` : m.follows ? `follows ${m.follows}` : "no leader known";
       process.stderr.write(`  ${m.name.padEnd(8)}  ${m.describeExit()}, ${role}\n`);
     }
-    for (const m of members) {
-      const tail = m.stderrTail();
-      if (tail) process.stderr.write(`\n--- ${m.name} stderr\n${tail}\n`);
-    }
+    for (const m of members) process.stderr.write(`\n--- ${m.name} output (last lines)\n${m.process.recentOutput()}\n`);
   }
   for (const server of cluster?.members ?? []) {
     if (server.running) continue;

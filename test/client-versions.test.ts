@@ -1,9 +1,9 @@
 // etcd-leader 0.0.1 was written for node-etcd ^4; users may have any of 4.x to
 // 7.x. Each major version's client runs the same election against a real etcd.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import etcdLeader from "../src/index";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { useEtcd } from "./helpers/hooks";
 
 const clients: Array<[string, new (hosts: string[]) => unknown]> = [
   ["node-etcd 4.2", require("node-etcd-v4")],
@@ -27,13 +27,7 @@ function once<E extends keyof Events>(election: Election, event: E, ms = 10_000)
 }
 
 describe("node-etcd client versions", () => {
-  let etcd: EtcdCluster;
-  before(async () => {
-    etcd = await startEtcd();
-  });
-  after(async () => {
-    await etcd.close();
-  });
+  const etcd = useEtcd();
 
   for (const [label, Etcd] of clients) {
     it(`elects, reports the leader and fails over with ${label}`, async () => {

@@ -2,36 +2,21 @@
 // documented channel delivers its documented message to a subscriber.
 import assert from "node:assert/strict";
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
-import { after, afterEach, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import etcdLeader = require("../src/index");
 import { BACKENDS } from "./faults/types";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "./helpers/hooks";
 import { FaultProxy } from "./helpers/fault-proxy";
-import { StoreClients } from "./helpers/store-clients";
-import { exitOrFail, waitFor } from "./helpers/waiting";
+import { waitFor } from "./helpers/waiting";
 
 const TTL = 2;
 const BOUND_MS = 15_000;
 
-let etcd: EtcdCluster;
-let clients: StoreClients;
-const cleanup: Array<() => unknown> = [];
+const etcd = useEtcd();
+const clients = useStoreClients(etcd);
+const cleanup = useCleanup();
+exitWhenDone();
 let keys = 0;
-
-before(async () => {
-  etcd = await startEtcd();
-  clients = new StoreClients(etcd.hostPorts);
-});
-
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-after(async () => {
-  clients?.closeAll();
-  await etcd?.close();
-  exitOrFail();
-});
 
 /** Every message published on `name` from now until the end of the test. */
 function listen<T>(name: string): T[] {

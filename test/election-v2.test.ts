@@ -4,13 +4,15 @@
 //
 // Each test uses its own election key and stops every member it made (see
 // `cleanup`), so a failing test neither hangs nor disturbs the next one.
-import { describe, it, before, after, afterEach } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse, type ClientRequest } from "node:http";
+import { request } from "node:http";
 import { join } from "node:path";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
+import { CountingProxy, type ProxiedRequest } from "./helpers/counting-proxy";
+import { EventRecorder } from "./helpers/event-recorder";
+import { exitWhenDone, useCleanup, useEtcd } from "./helpers/hooks";
+import { sleep, waitFor, withDeadline } from "./helpers/waiting";
 import { freePort } from "./helpers/free-port";
 import etcdLeader = require("../src/index");
 
@@ -19,16 +21,8 @@ const Etcd = require("node-etcd");
 
 type Election = etcdLeader.Election;
 
-let etcd: EtcdCluster;
-
-before(async () => {
-  etcd = await startEtcd();
-});
-
-after(async () => {
-  await etcd?.close();
-  exitOrFail();
-});
+const etcd = useEtcd();
+exitWhenDone();
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -36,20 +30,7 @@ after(async () => {
 const now = () => performance.now();
 
 /** Run after each test, newest first: stops members, closes proxies, restarts etcd. */
-const cleanup: Array<() => unknown> = [];
-
-afterEach(async () => {
-  const failures: unknown[] = [];
-  while (cleanup.length > 0) {
-    const step = cleanup.pop()!;
-    try {
-      await withDeadline(Promise.resolve().then(step), 8_000, "cleanup step");
-    } catch (err) {
-      failures.push(err);
-    }
-  }
-  if (failures.length > 0) throw failures[0];
-});
+const cleanup = useCleanup();
 
 let keyCounter = 0;
 /** A fresh election key for one test. */
@@ -62,41 +43,11 @@ function client(hostPort: string = etcd.hostPorts[0]!): unknown {
   return new Etcd([hostPort]);
 }
 
-interface Seen {
-  event: "elected" | "unelected" | "leader" | "error";
-  value: unknown;
-  at: number;
-}
-
 /** A member of an election with every event it emitted recorded, stopped after the test. */
-class Member {
-  readonly seen: Seen[] = [];
-
+class Member extends EventRecorder {
   constructor(readonly e: Election, readonly name: string, recordErrors = true) {
-    e.on("elected", (token) => this.seen.push({ event: "elected", value: token, at: now() }));
-    e.on("unelected", () => this.seen.push({ event: "unelected", value: undefined, at: now() }));
-    e.on("leader", (leader) => this.seen.push({ event: "leader", value: leader, at: now() }));
-    if (recordErrors) e.on("error", (error) => this.seen.push({ event: "error", value: error, at: now() }));
+    super(e, name, { recordErrors });
     cleanup.push(() => e.leave());
-  }
-
-  all(event: Seen["event"]): Seen[] {
-    return this.seen.filter((s) => s.event === event);
-  }
-
-  values(event: Seen["event"]): unknown[] {
-    return this.all(event).map((s) => s.value);
-  }
-
-  /** The first `event` recorded at or after position `from` of `seen`, waiting up to `ms` for it. */
-  async next(event: Seen["event"], ms: number, from = 0, accept: (value: unknown) => boolean = () => true): Promise<Seen> {
-    return waitFor(`${this.name}: ${event}`, ms, () =>
-      this.seen.slice(from).find((s) => s.event === event && accept(s.value)),
-    );
-  }
-
-  get mark(): number {
-    return this.seen.length;
   }
 }
 
@@ -191,151 +142,11 @@ async function restartEtcd(): Promise<void> {
   await etcd.waitReady(15_000);
 }
 
-/** A request as the proxy saw it. */
-interface ProxiedRequest {
-  method: string;
-  /** The decoded path, e.g. /v2/keys/election/00000000000000000012. */
-  path: string;
-  query: URLSearchParams;
-  at: number;
-  /** The client gave up on it before the answer was complete. */
-  abandoned: boolean;
-}
-
-/** Requests matching a predicate are parked, not forwarded, until `release()`. */
-class Hold {
-  private readonly parked: Array<() => void> = [];
-  private released = false;
-  private firstSeen!: (r: ProxiedRequest) => void;
-  /** The first request this hold parked. */
-  readonly seen = new Promise<ProxiedRequest>((resolve) => (this.firstSeen = resolve));
-
-  constructor(readonly matches: (r: ProxiedRequest) => boolean) {}
-
-  park(record: ProxiedRequest, forward: () => void): void {
-    this.firstSeen(record);
-    if (this.released) forward();
-    else this.parked.push(forward);
-  }
-
-  get active(): boolean {
-    return !this.released;
-  }
-
-  /** Forwards what was parked (unless its client gave up) and parks nothing more. */
-  release(): void {
-    this.released = true;
-    for (const forward of this.parked.splice(0)) forward();
-  }
-}
-
-/**
- * An HTTP proxy between node-etcd and etcd that records every request
- * (method, path, query) and can hold requests back.
- */
-class CountingProxy {
-  readonly requests: ProxiedRequest[] = [];
-  private readonly holds = new Set<Hold>();
-  private readonly delays: Array<{ matches: (r: ProxiedRequest) => boolean; ms: number }> = [];
-  private readonly upstream = new Set<ClientRequest>();
-  private target: { host: string; port: number };
-
-  private constructor(private readonly server: Server, readonly port: number, target: string) {
-    this.target = parseHostPort(target);
-    server.on("request", (req: IncomingMessage, res: ServerResponse) => this.handle(req, res));
-  }
-
-  /** Listens on 127.0.0.1 (on `port` if given) and forwards to `target` (host:port). */
-  static async start(target: string, port = 0): Promise<CountingProxy> {
-    const server = createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(port, "127.0.0.1", () => resolve());
-    });
-    const proxy = new CountingProxy(server, (server.address() as { port: number }).port, target);
-    cleanup.push(() => proxy.close());
-    return proxy;
-  }
-
-  get hostPort(): string {
-    return `127.0.0.1:${this.port}`;
-  }
-
-  /** Parks every new request matching `matches` until the hold is released. Released at cleanup. */
-  hold(matches: (r: ProxiedRequest) => boolean): Hold {
-    const hold = new Hold(matches);
-    this.holds.add(hold);
-    cleanup.push(() => hold.release());
-    return hold;
-  }
-
-  /** Forwards requests matching `matches` at once, but passes their answers on only after `ms`. */
-  delayAnswers(matches: (r: ProxiedRequest) => boolean, ms: number): void {
-    this.delays.push({ matches, ms });
-  }
-
-  since(at: number): ProxiedRequest[] {
-    return this.requests.filter((r) => r.at >= at);
-  }
-
-  async close(): Promise<void> {
-    for (const hold of this.holds) hold.release();
-    for (const req of this.upstream) req.destroy();
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private handle(req: IncomingMessage, res: ServerResponse): void {
-    const url = new URL(req.url!, "http://proxy");
-    const record: ProxiedRequest = {
-      method: req.method!,
-      path: decodeURIComponent(url.pathname),
-      query: url.searchParams,
-      at: now(),
-      abandoned: false,
-    };
-    this.requests.push(record);
-    let upstream: ClientRequest | undefined;
-    res.on("close", () => {
-      if (!res.writableFinished) {
-        record.abandoned = true;
-        upstream?.destroy();
-      }
-    });
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const body = Buffer.concat(chunks);
-      const forward = () => {
-        if (record.abandoned || res.destroyed) return;
-        upstream = request(
-          { ...this.target, method: req.method, path: req.url, headers: req.headers, agent: false },
-          (answer) => {
-            const pass = () => {
-              if (res.destroyed) return void answer.resume();
-              res.writeHead(answer.statusCode!, answer.headers);
-              answer.pipe(res);
-            };
-            const delay = this.delays.find((d) => d.matches(record))?.ms ?? 0;
-            if (delay > 0) setTimeout(pass, delay);
-            else pass();
-          },
-        );
-        this.upstream.add(upstream);
-        upstream.on("close", () => this.upstream.delete(upstream!));
-        upstream.on("error", () => res.destroy());
-        upstream.end(body);
-      };
-      const hold = [...this.holds].find((h) => h.active && h.matches(record));
-      if (hold) hold.park(record, forward);
-      else forward();
-    });
-  }
-}
-
-function parseHostPort(hostPort: string): { host: string; port: number } {
-  const [host, port] = hostPort.split(":");
-  return { host: host!, port: Number(port) };
+/** A counting proxy in front of the file's etcd, closed (and its holds released) after the test. */
+async function countingProxy(port?: number): Promise<CountingProxy> {
+  const proxy = await CountingProxy.start(etcd.hostPorts[0]!, { port });
+  cleanup.push(() => proxy.close());
+  return proxy;
 }
 
 const isRefresh = (r: ProxiedRequest) => r.method === "PUT" && r.query.get("refresh") === "true";
@@ -438,7 +249,7 @@ describe("start() and stop()", () => {
 
   it("start() joins on the next tick: start() then stop() in the same tick sends no request and leaves no key", async () => {
     const key = electionKey("same-tick");
-    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    const proxy = await countingProxy();
     const m = member(key, "never", 2, undefined, client(proxy.hostPort));
     m.e.start();
     assert.equal(m.e.isRunning(), true);
@@ -552,7 +363,7 @@ describe("leave()", () => {
 
   it("resolves within the request timeout, without rejecting, when etcd does not answer", async () => {
     const key = electionKey("leave-silent");
-    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    const proxy = await countingProxy();
     const a = member(key, "a", 2, undefined, client(proxy.hostPort)); // request timeout: 1 s
     a.e.start();
     await a.next("elected", 5_000);
@@ -577,7 +388,7 @@ describe("defect 1 of 0.0.1: a failed request never ends the election", () => {
     assert.equal(error.phase, "join");
     assert.equal(m.e.isRunning(), true);
     assert.equal(m.e.isLeader(), false);
-    await CountingProxy.start(etcd.hostPorts[0]!, port);
+    await countingProxy(port);
     await m.next("elected", 5_000);
     assert.equal(m.e.isRunning(), true);
     assert.equal((await membershipOf(key, "patient")).value, "patient");
@@ -605,7 +416,7 @@ describe("defect 1 of 0.0.1: a failed request never ends the election", () => {
 
   it("a leader cut off from etcd steps down before its key expires; its successor takes over; it rejoins at the back", async () => {
     const key = electionKey("cut-off");
-    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    const proxy = await countingProxy();
     const a = member(key, "a", 2, undefined, client(proxy.hostPort));
     const b = member(key, "b", 2);
     a.e.start();
@@ -642,7 +453,7 @@ describe("defect 2 of 0.0.1: followers do not list the election again on every r
   it("idle followers send only refresh PUTs of their own key: no listing, no watch re-issued", async () => {
     const key = electionKey("idle");
     const leader = member(key, "m1", 2);
-    const proxies = [await CountingProxy.start(etcd.hostPorts[0]!), await CountingProxy.start(etcd.hostPorts[0]!)];
+    const proxies = [await countingProxy(), await countingProxy()];
     const followers = [member(key, "m2", 2, undefined, client(proxies[0]!.hostPort)), member(key, "m3", 2, undefined, client(proxies[1]!.hostPort))];
     leader.e.start();
     await leader.next("elected", 5_000);
@@ -776,7 +587,7 @@ describe("defect 4 of 0.0.1: stop() at any moment leaves nothing behind", () => 
 
   it("a create answered only after the request timeout leaves no ghost membership for the member to queue behind", async () => {
     const key = electionKey("late-create");
-    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    const proxy = await countingProxy();
     proxy.delayAnswers(firstCreate(key), 600); // etcd creates the key at once; the answer comes after the timeout
     // TTL 10: a ghost key would stand in the member's way for 10 s.
     const m = member(key, "slow", 10, { requestTimeout: 300 }, client(proxy.hostPort));
@@ -789,7 +600,7 @@ describe("defect 4 of 0.0.1: stop() at any moment leaves nothing behind", () => 
 
   it("stop() after a create timed out, before its late answer, leaves no key once the answer comes", async () => {
     const key = electionKey("late-create-stop");
-    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    const proxy = await countingProxy();
     proxy.delayAnswers(firstCreate(key), 600);
     const m = member(key, "slow", 10, { requestTimeout: 300, retryInitialDelay: 2_000 }, client(proxy.hostPort));
     m.e.start();
@@ -918,7 +729,7 @@ describe("error events", () => {
     e.start();
     await sleep(1_000); // several failed joins, each emitting `error` to nobody
     assert.equal(e.isRunning(), true);
-    await CountingProxy.start(etcd.hostPorts[0]!, port);
+    await countingProxy(port);
     await m.next("elected", 5_000);
   });
 });
@@ -934,7 +745,7 @@ describe("observer", () => {
 
   it("observe() reports the leader, each new leader, and undefined when the election empties; it writes nothing", async () => {
     const key = electionKey("observe");
-    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    const proxy = await countingProxy();
     const { observer, heard } = observe(key, client(proxy.hostPort));
     assert.equal(observer.start(), observer);
     await waitFor("the observer's first answer", 3_000, () => heard.length === 1);
@@ -994,7 +805,7 @@ describe("observer", () => {
     const key = electionKey("observe-absent");
     // etcd keeps the last 1000 events; push the index well past that.
     for (let i = 0; i < 1_100; i++) await etcdHttp("PUT", "/election-v2-filler", { value: String(i) });
-    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    const proxy = await countingProxy();
     const { observer, heard } = observe(key, client(proxy.hostPort));
     observer.start();
     await waitFor("the observer's first answer", 3_000, () => heard.length === 1);

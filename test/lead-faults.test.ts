@@ -12,11 +12,11 @@
 // successor's election.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { after, afterEach, before, describe, it } from "node:test";
+import { after, afterEach, describe, it } from "node:test";
 import { EtcdAdmin } from "./faults/etcd-admin";
 import { EXTERNAL_DELETE_OVERLAP_MS } from "./faults/store-faults";
 import { BACKENDS, type Backend } from "./faults/types";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { useEtcd } from "./helpers/hooks";
 import { FaultProxy } from "./helpers/fault-proxy";
 import { checkHistories, formatReport, type HistoryEvent, type MemberHistory } from "./helpers/leadership-history";
 import { killAllMembers, spawnMember, type MemberEvent, type MemberProcess } from "./helpers/member-process";
@@ -30,21 +30,14 @@ const START_MS = 30_000;
 const FAILOVER_MS = TTL_MS + 8_000;
 const RUNS = Math.max(1, Number(process.env.LEAD_FAULT_RUNS ?? 1));
 
-let etcd: EtcdCluster;
+// Registered first, so that the members are gone before etcd goes.
+after(() => killAllMembers());
+const etcd = useEtcd();
 const proxies: FaultProxy[] = [];
-
-before(async () => {
-  etcd = await startEtcd();
-});
 
 afterEach(async () => {
   await killAllMembers();
   await Promise.all(proxies.splice(0).map((proxy) => proxy.close()));
-});
-
-after(async () => {
-  await killAllMembers();
-  await etcd?.close();
 });
 
 interface Pair {

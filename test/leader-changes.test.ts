@@ -3,13 +3,13 @@
 // reader is slow, and ending an iteration (break, or its signal) releases the
 // watch it started, as etcd's own count of open watches shows.
 import assert from "node:assert/strict";
-import { after, afterEach, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import etcdLeader = require("../src/index");
 import { EtcdAdmin } from "./faults/etcd-admin";
 import { BACKENDS } from "./faults/types";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { openWatches, StoreClients } from "./helpers/store-clients";
-import { deferred, exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
+import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "./helpers/hooks";
+import { openWatches } from "./helpers/store-clients";
+import { deferred, sleep, waitFor, withDeadline } from "./helpers/waiting";
 
 type Leader = etcdLeader.Leader | undefined;
 
@@ -18,25 +18,11 @@ const BOUND_MS = 15_000;
 /** How long the slow reader dawdles over each change: longer than etcd takes to make the next one. */
 const SLOW_READ_MS = 50;
 
-let etcd: EtcdCluster;
-let clients: StoreClients;
-const cleanup: Array<() => unknown> = [];
+const etcd = useEtcd();
+const clients = useStoreClients(etcd);
+const cleanup = useCleanup();
+exitWhenDone();
 let keys = 0;
-
-before(async () => {
-  etcd = await startEtcd();
-  clients = new StoreClients(etcd.hostPorts);
-});
-
-afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await step();
-});
-
-after(async () => {
-  clients?.closeAll();
-  await etcd?.close();
-  exitOrFail();
-});
 
 for (const api of BACKENDS) {
   describe(`leader changes as async iterables, etcd ${api} API`, () => {

@@ -4,6 +4,7 @@ import {
   checkHistories,
   formatReport,
   leadershipIntervals,
+  overlapStretches,
   type HistoryEvent,
   type MemberHistory,
 } from "./helpers/leadership-history";
@@ -202,4 +203,34 @@ test("formatReport gives one line when fine and two when not", () => {
   assert.equal(lines.length, 2);
   assert.match(lines[0]!, /^split-brain: FAILED .*longest overlap 5 ms.*1 overlaps, 1 token violations/);
   assert.match(lines[1]!, /problems: .*both led for 5 ms.*fencing token went from 2 \(a\) to 1 \(b\)/);
+});
+
+test("overlap stretches: a hand-over on the dot is none; one incident counts once however many members it involves", () => {
+  const stretches = overlapStretches([
+    { member: "a", start: at(0), end: at(1_000) },
+    // b starts as a ends: no overlap.
+    { member: "b", start: at(1_000), end: at(3_000) },
+    // c and then d join b: one stretch from c's start until only b is left.
+    { member: "c", start: at(1_500), end: at(2_000) },
+    { member: "d", start: at(1_800), end: at(2_200) },
+  ]);
+  assert.deepEqual(stretches, [{ from: at(1_500), to: at(2_200), ms: 700, members: ["b", "c", "d"] }]);
+});
+
+test("overlap stretches: separate incidents are separate; empty intervals and one member's own terms never overlap", () => {
+  const stretches = overlapStretches([
+    { member: "a", start: at(0), end: at(100) },
+    { member: "b", start: at(50), end: at(60) },
+    { member: "b", start: at(80), end: at(80) },
+    { member: "a", start: at(90), end: at(200) },
+    { member: "c", start: at(300), end: at(400) },
+    { member: "a", start: at(350), end: at(500) },
+  ]);
+  assert.deepEqual(
+    stretches.map(({ from, to, members }) => ({ from: from - T, to: to - T, members: [...members].sort() })),
+    [
+      { from: 50, to: 60, members: ["a", "b"] },
+      { from: 350, to: 400, members: ["a", "c"] },
+    ],
+  );
 });

@@ -9,6 +9,7 @@ import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { EventRecorder } from "./helpers/event-recorder";
 import { exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -65,23 +66,15 @@ const APIS: Api[] = [
   },
 ];
 
-class Member {
-  readonly elected: number[] = [];
-  readonly leaders: string[] = [];
-  readonly errors: string[] = [];
+class Member extends EventRecorder {
   readonly election: Election;
 
   constructor(client: unknown, key: string, readonly name: string) {
-    this.election = etcdLeader(client, key, name, QUICK);
-    this.election.on("elected", (token) => this.elected.push(token));
-    this.election.on("leader", (leader) => this.leaders.push(leader));
-    this.election.on("error", (error) => this.errors.push(error.message));
+    const election = etcdLeader(client, key, name, QUICK);
+    super(election, name);
+    this.election = election;
     running.add({ stop: () => this.election.leave() });
     this.election.start();
-  }
-
-  get lastLeader(): string | undefined {
-    return this.leaders.at(-1);
   }
 }
 

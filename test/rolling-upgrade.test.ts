@@ -5,12 +5,13 @@
 // 0.0.1 stops for good on its first error and cannot recover from etcd error
 // 401; these scenarios keep etcd healthy and short, so they only exercise
 // the protocol the two versions share.
-import { describe, it, before, after, afterEach } from "node:test";
+import { describe, it, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { request } from "node:http";
 import type { EventEmitter } from "node:events";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
-import { exitOrFail, sleep, waitFor } from "./helpers/waiting";
+import { EventRecorder } from "./helpers/event-recorder";
+import { useEtcd, exitWhenDone } from "./helpers/hooks";
+import { sleep, waitFor } from "./helpers/waiting";
 import etcdLeader = require("../src/index");
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -30,16 +31,8 @@ const original: (etcd: unknown, key: string, name: string, ttl?: number) => Orig
 
 const TTL = 2;
 
-let etcd: EtcdCluster;
-
-before(async () => {
-  etcd = await startEtcd();
-});
-
-after(async () => {
-  await etcd?.close();
-  exitOrFail();
-});
+const etcd = useEtcd();
+exitWhenDone();
 
 const now = () => performance.now();
 
@@ -70,24 +63,15 @@ function line(key: string): Promise<string[]> {
 type Kind = "original" | "port";
 
 /** One member of either version, with what it emitted. */
-class Member {
-  readonly elected: number[] = [];
-  readonly unelected: number[] = [];
-  readonly leaders: string[] = [];
-  readonly errors: unknown[] = [];
+class Member extends EventRecorder {
   private readonly election: OriginalElection | etcdLeader.Election;
 
-  constructor(readonly kind: Kind, readonly name: string, key: string, private readonly onElected: (m: Member) => void) {
+  constructor(readonly kind: Kind, readonly name: string, key: string, onElected: (m: Member) => void) {
     const client = new Etcd(etcd.hostPorts);
-    this.election = kind === "original" ? original(client, key, name, TTL) : etcdLeader(client, key, name, TTL);
-    const emitter = this.election as EventEmitter;
-    emitter.on("elected", () => {
-      this.elected.push(now());
-      this.onElected(this);
-    });
-    emitter.on("unelected", () => this.unelected.push(now()));
-    emitter.on("leader", (name: string) => this.leaders.push(name));
-    emitter.on("error", (err: unknown) => this.errors.push(err));
+    const election = kind === "original" ? original(client, key, name, TTL) : etcdLeader(client, key, name, TTL);
+    super(election, name);
+    this.election = election;
+    (election as EventEmitter).on("elected", () => onElected(this));
   }
 
   get label(): string {

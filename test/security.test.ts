@@ -24,7 +24,8 @@ import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { after, afterEach, before, describe, it, type TestContext } from "node:test";
 import { Etcd3, GRPCUnavailableError } from "etcd3";
 import etcdLeader from "../src/index";
-import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { EventRecorder } from "./helpers/event-recorder";
+import { useEtcd } from "./helpers/hooks";
 import { makeTestPki, type TestPki } from "./helpers/tls";
 import { sleep, waitFor, withDeadline } from "./helpers/waiting";
 
@@ -77,23 +78,19 @@ after(() => {
 /** Fast retries, so that a refused member retries many times in a few seconds. */
 const QUICK = { ttl: 2, retryInitialDelay: 50, retryMaxDelay: 200 } as const;
 
-class Member {
-  readonly elected: number[] = [];
-  readonly leaders: string[] = [];
-  readonly errors: ElectionError[] = [];
+class Member extends EventRecorder {
   readonly election: Election;
 
   constructor(client: unknown, key: string, readonly name: string, options: etcdLeader.ElectionOptions = QUICK) {
-    this.election = etcdLeader(client, key, name, options);
-    this.election.on("elected", (token) => this.elected.push(token));
-    this.election.on("leader", (leader) => this.leaders.push(leader));
-    this.election.on("error", (error) => this.errors.push(error));
+    const election = etcdLeader(client, key, name, options);
+    super(election, name);
+    this.election = election;
     elections.add(this.election);
     this.election.start();
   }
 
-  get lastLeader(): string | undefined {
-    return this.leaders.at(-1);
+  override get errors(): ElectionError[] {
+    return super.errors as ElectionError[];
   }
 }
 
@@ -299,23 +296,21 @@ async function v2Http(
 
 describe("TLS with client certificates", { timeout: 60_000 }, () => {
   let pki: TestPki;
-  let etcd: EtcdCluster;
   let url: string;
   let port: number;
 
-  before(async () => {
+  before(() => {
     pki = makeTestPki();
-    etcd = await startEtcd({
-      tls: { certFile: pki.server.certFile, keyFile: pki.server.keyFile, caFile: pki.caFile, clientCertAuth: true },
-    });
+  });
+  const etcd = useEtcd(() => ({
+    tls: { certFile: pki.server.certFile, keyFile: pki.server.keyFile, caFile: pki.caFile, clientCertAuth: true },
+  }));
+  after(() => pki?.cleanup());
+
+  before(() => {
     url = etcd.clientUrls[0]!;
     port = portOf(url);
     assert.match(url, /^https:\/\/127\.0\.0\.1:\d+$/);
-  });
-
-  after(async () => {
-    await etcd?.close();
-    pki?.cleanup();
   });
 
   describe("v2 (node-etcd)", () => {
@@ -441,12 +436,11 @@ describe("TLS with client certificates", { timeout: 60_000 }, () => {
 // Authentication
 
 describe("etcd v2 authentication (node-etcd)", { timeout: 60_000 }, () => {
-  let etcd: EtcdCluster;
+  const etcd = useEtcd();
   let url: string;
   let port: number;
 
   before(async () => {
-    etcd = await startEtcd();
     url = etcd.clientUrls[0]!;
     port = portOf(url);
     // etcd's v2 auth: a root user, auth on, and the guest role (anyone
@@ -465,10 +459,6 @@ describe("etcd v2 authentication (node-etcd)", { timeout: 60_000 }, () => {
     const anonymous = await v2Http(url, "POST", "/v2/keys/probe", "value=x");
     assert.equal(anonymous.status, 401);
     assert.equal(anonymous.json.errorCode, 110);
-  });
-
-  after(async () => {
-    await etcd?.close();
   });
 
   it("members with the right credentials elect one leader; followers name it", { timeout: 15_000 }, async () => {
@@ -505,20 +495,15 @@ describe("etcd v2 authentication (node-etcd)", { timeout: 60_000 }, () => {
 });
 
 describe("etcd v3 authentication (etcd3)", { timeout: 60_000 }, () => {
-  let etcd: EtcdCluster;
+  const etcd = useEtcd({ enableV2: false });
   let url: string;
   let port: number;
 
   before(async () => {
-    etcd = await startEtcd({ enableV2: false });
     url = etcd.clientUrls[0]!;
     port = portOf(url);
     await etcdctl(url, ["user", "add", "root:right-pw", "--interactive=false"]);
     await etcdctl(url, ["auth", "enable"]);
-  });
-
-  after(async () => {
-    await etcd?.close();
   });
 
   it("members with the right credentials elect one leader; followers name it", { timeout: 15_000 }, async () => {
@@ -574,19 +559,15 @@ const ODD_NAMES = [
 ];
 
 describe("untrusted values", { timeout: 90_000 }, () => {
-  let etcd: EtcdCluster;
+  const etcd = useEtcd();
   let url: string;
   let v3: Etcd3;
 
-  before(async () => {
-    etcd = await startEtcd();
+  before(() => {
     url = etcd.clientUrls[0]!;
   });
 
-  after(async () => {
-    v3?.close();
-    await etcd?.close();
-  });
+  after(() => v3?.close());
 
   const v2 = () => new Etcd([url]);
   const v3Client = () => (v3 ??= new Etcd3({ hosts: etcd.hostPorts }));

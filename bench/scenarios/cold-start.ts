@@ -5,9 +5,9 @@
 import { storeHosts, type BenchContext } from "../context";
 import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
-import { Trial } from "../trial";
-import { errorMessage, now, sleep, tag, uniform } from "../util";
-import { addSafety, emptySafety, leaderChange, tally, type Failure, type LeaderChange, type SafetySummary } from "./common";
+import { runTrials } from "../trial";
+import { errorMessage, sleep, tag, uniform } from "../util";
+import { emptySafety, leaderChange, type Failure, type LeaderChange, type SafetySummary } from "./common";
 
 export interface ColdStartResult {
   subject: string;
@@ -31,52 +31,40 @@ export async function runColdStart(ctx: BenchContext, subject: SubjectInfo): Pro
     subject: subject.id, n, settleMs: [], readyMs: [], firstElectedMs: [], changes: [], failures: [], safety: emptySafety(), messages: {},
   };
   const host = await Host.spawn(subject.id, storeHosts(ctx, subject), 5);
-  const began = now();
-  try {
-    await host.request("init");
-    for (let i = 1; i <= trials; i++) {
-      if ((now() - began) / 1000 > budgetS) {
-        result.failures.push({ trial: i, reason: `time budget of ${budgetS} s used up; trials ${i}.. not run` });
-        break;
-      }
+  await runTrials({
+    label: `${subject.id} cold start`,
+    trials,
+    budgetS,
+    book: result,
+    continueAfterFailure: () => host.alive,
+    prepare: () => host.request("init"),
+    close: () => host.shutdown(),
+    async run(trial, i, release) {
       const key = subject.electionKey(`cold/${i}-${tag()}`);
       const names = Array.from({ length: n }, (_, j) => `s${i}m${String(j).padStart(4, "0")}`);
-      const trial = new Trial(`${subject.id} cold start ${i}`);
       trial.attach(host, names);
+      release(() => host.request("close", { names }, 30_000).catch(() => undefined));
+      await host.request("add", { members: names.map((name) => ({ key, name, ttl })) });
+      const started = await host.request("start");
+      const tStart = started.t as number;
+      const ready = await trial.waitFor("one leader, every other member following someone", () => trial.ready(), 15_000);
+      result.readyMs.push(ready.t - tStart);
+      result.firstElectedMs.push((trial.electedAfter(tStart)?.t ?? NaN) - tStart);
       try {
-        await host.request("add", { members: names.map((name) => ({ key, name, ttl })) });
-        const started = await host.request("start");
-        const tStart = started.t as number;
-        const ready = await trial.waitFor("one leader, every other member following someone", () => trial.ready(), 15_000);
-        result.readyMs.push(ready.t - tStart);
-        result.firstElectedMs.push((trial.electedAfter(tStart)?.t ?? NaN) - tStart);
-        try {
-          const settled = await trial.waitFor("every member naming the leader", () => trial.settled(), ctx.params.quick ? 1500 : 2 * ttl * 1000);
-          result.settleMs.push(settled.t - tStart);
-        } catch (err) {
-          // Reported as a failed cold start; the leader changes are still measured.
-          result.failures.push({ trial: i, reason: errorMessage(err) });
-        }
-        for (let c = 0; c < ctx.params.coldStart.changes; c++) {
-          // A random point of the members' renewal cycle.
-          await sleep(200 + uniform(0, (ttl * 1000) / 2));
-          result.changes.push(await leaderChange(trial, host, ctx.params.quick ? ttl * 1000 : ttl * 1000 + 1000));
-        }
-        // Let late elections (a second leader) show up before judging safety.
-        await sleep(300);
-        addSafety(result.safety, trial.safety());
+        const settled = await trial.waitFor("every member naming the leader", () => trial.settled(), ctx.params.quick ? 1500 : 2 * ttl * 1000);
+        result.settleMs.push(settled.t - tStart);
       } catch (err) {
+        // Reported as a failed cold start; the leader changes are still measured.
         result.failures.push({ trial: i, reason: errorMessage(err) });
-        addSafety(result.safety, trial.safety());
-        if (!host.alive) break;
-      } finally {
-        tally(result.messages, trial);
-        trial.dispose();
-        await host.request("close", { names }, 30_000).catch(() => undefined);
       }
-    }
-  } finally {
-    await host.shutdown();
-  }
+      for (let c = 0; c < ctx.params.coldStart.changes; c++) {
+        // A random point of the members' renewal cycle.
+        await sleep(200 + uniform(0, (ttl * 1000) / 2));
+        result.changes.push(await leaderChange(trial, host, ctx.params.quick ? ttl * 1000 : ttl * 1000 + 1000));
+      }
+      // Let late elections (a second leader) show up before judging safety.
+      await sleep(300);
+    },
+  });
   return result;
 }

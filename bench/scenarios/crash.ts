@@ -4,9 +4,9 @@
 import { storeHosts, type BenchContext } from "../context";
 import { Host, spawnHosts } from "../host";
 import type { SubjectInfo } from "../subjects/types";
-import { Trial } from "../trial";
-import { errorMessage, now, sleep, tag, uniform } from "../util";
-import { addSafety, emptySafety, tally, type Failure, type SafetySummary } from "./common";
+import { runTrials } from "../trial";
+import { sleep, tag, uniform } from "../util";
+import { emptySafety, type Failure, type SafetySummary } from "./common";
 
 export interface CrashResult {
   subject: string;
@@ -43,55 +43,46 @@ export async function runCrash(ctx: BenchContext, subject: SubjectInfo, pool: Ho
     return host;
   };
   let hosts: Host[] = [await take(), await take(), await take()];
-  const began = now();
-  try {
-    for (let i = 1; i <= trials; i++) {
-      if ((now() - began) / 1000 > budgetS) {
-        result.failures.push({ trial: i, reason: `time budget of ${budgetS} s used up; trials ${i}.. not run` });
-        break;
-      }
+  await runTrials({
+    label: `${subject.id} crash`,
+    trials,
+    budgetS,
+    book: result,
+    close: async () => void (await Promise.all([...hosts, ...spare].map((h) => h.shutdown()))),
+    async run(trial, i, release) {
       const key = subject.electionKey(`crash/${i}-${tag()}`);
       const names = ["a", "b", "c"].map((s) => `k${i}${s}`);
-      const trial = new Trial(`${subject.id} crash ${i}`);
       hosts.forEach((h, j) => trial.attach(h, [names[j]!]));
       let victim: Host | undefined;
-      try {
-        await Promise.all(hosts.map((h, j) => h.request("add", { members: [{ key, name: names[j], ttl }] })));
-        await Promise.all(hosts.map((h) => h.request("start")));
-        await trial.waitFor("one leader, the others following", () => trial.ready(), 10_000);
-        // A random point in the leader's renewal cycle (every subject renews at least every TTL/2).
-        await sleep(500 + uniform(0, (ttl * 1000) / 2));
-        const settled = trial.ready();
-        if (!settled) throw new Error(`the election did not stay settled: ${trial.describe()}`);
-        result.wrongLeaderNamed += settled.wrong;
-        victim = trial.members.get(settled.leader)!.host;
-        const tKill = victim.kill();
-        trial.killed(settled.leader, tKill);
-        const next = await trial.waitFor("the next elected", () => trial.electedAfter(tKill, settled.leader), 3 * ttl * 1000 + 8000);
-        result.failoverMs.push(next.t - tKill);
-        await trial
-          .waitFor("the other member knowing the successor", () => {
-            const s = trial.settled();
-            return s && s.leader === next.name ? s : undefined;
-          }, 2 * ttl * 1000)
-          .catch(() => undefined);
-        addSafety(result.safety, trial.safety());
-      } catch (err) {
-        result.failures.push({ trial: i, reason: errorMessage(err) });
-        addSafety(result.safety, trial.safety());
-      } finally {
-        tally(result.messages, trial);
-        trial.dispose();
+      // The survivors leave; the killed process is replaced, so the next trial has three again.
+      release(async () => {
         const survivors = hosts.filter((h) => h !== victim && h.alive);
         await Promise.all(survivors.map((h) => h.request("close", {}, 20_000).catch(() => undefined)));
         for (const h of hosts) if (!survivors.includes(h)) await h.shutdown();
         const fresh: Host[] = [];
         while (survivors.length + fresh.length < 3) fresh.push(await take());
         hosts = [...survivors, ...fresh];
-      }
-    }
-  } finally {
-    await Promise.all([...hosts, ...spare].map((h) => h.shutdown()));
-  }
+      });
+      await Promise.all(hosts.map((h, j) => h.request("add", { members: [{ key, name: names[j], ttl }] })));
+      await Promise.all(hosts.map((h) => h.request("start")));
+      await trial.waitFor("one leader, the others following", () => trial.ready(), 10_000);
+      // A random point in the leader's renewal cycle (every subject renews at least every TTL/2).
+      await sleep(500 + uniform(0, (ttl * 1000) / 2));
+      const settled = trial.ready();
+      if (!settled) throw new Error(`the election did not stay settled: ${trial.describe()}`);
+      result.wrongLeaderNamed += settled.wrong;
+      victim = trial.members.get(settled.leader)!.host;
+      const tKill = victim.kill();
+      trial.killed(settled.leader, tKill);
+      const next = await trial.waitFor("the next elected", () => trial.electedAfter(tKill, settled.leader), 3 * ttl * 1000 + 8000);
+      result.failoverMs.push(next.t - tKill);
+      await trial
+        .waitFor("the other member knowing the successor", () => {
+          const s = trial.settled();
+          return s && s.leader === next.name ? s : undefined;
+        }, 2 * ttl * 1000)
+        .catch(() => undefined);
+    },
+  });
   return result;
 }

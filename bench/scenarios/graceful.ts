@@ -3,9 +3,9 @@
 import { storeHosts, type BenchContext } from "../context";
 import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
-import { Trial } from "../trial";
-import { errorMessage, now, sleep, tag, uniform } from "../util";
-import { addSafety, emptySafety, tally, type Failure, type SafetySummary } from "./common";
+import { runTrials } from "../trial";
+import { sleep, tag, uniform } from "../util";
+import { emptySafety, type Failure, type SafetySummary } from "./common";
 
 export interface GracefulResult {
   subject: string;
@@ -23,45 +23,33 @@ export async function runGraceful(ctx: BenchContext, subject: SubjectInfo): Prom
     subject: subject.id, failoverMs: [], failures: [], wrongLeaderNamed: 0, safety: emptySafety(), messages: {},
   };
   const host = await Host.spawn(subject.id, storeHosts(ctx, subject), 5);
-  const began = now();
-  try {
-    await host.request("init");
-    for (let i = 1; i <= ctx.params.graceful.trials; i++) {
-      if ((now() - began) / 1000 > ctx.params.graceful.budgetS) {
-        result.failures.push({ trial: i, reason: `time budget of ${ctx.params.graceful.budgetS} s used up; trials ${i}.. not run` });
-        break;
-      }
+  await runTrials({
+    label: `${subject.id} graceful`,
+    trials: ctx.params.graceful.trials,
+    budgetS: ctx.params.graceful.budgetS,
+    book: result,
+    continueAfterFailure: () => host.alive,
+    prepare: () => host.request("init"),
+    close: () => host.shutdown(),
+    async run(trial, i, release) {
       const key = subject.electionKey(`graceful/${i}-${tag()}`);
       const names = ["a", "b", "c"].map((s) => `g${i}${s}`);
-      const trial = new Trial(`${subject.id} graceful ${i}`);
       trial.attach(host, names);
-      try {
-        await host.request("add", { members: names.map((name) => ({ key, name, ttl })) });
-        await host.request("start");
-        await trial.waitFor("one leader, the others following", () => trial.ready(), 10_000);
-        await sleep(uniform(100, 500));
-        const settled = trial.ready();
-        if (!settled) throw new Error(`the election did not stay settled: ${trial.describe()}`);
-        result.wrongLeaderNamed += settled.wrong;
-        const stopped = await host.request("stop", { name: settled.leader });
-        const tStop = stopped.t as number;
-        trial.markGone(settled.leader);
-        const next = await trial.waitFor("the next elected", () => trial.electedAfter(tStop, settled.leader), 10_000);
-        result.failoverMs.push(next.t - tStop);
-        await sleep(50);
-        addSafety(result.safety, trial.safety());
-      } catch (err) {
-        result.failures.push({ trial: i, reason: errorMessage(err) });
-        addSafety(result.safety, trial.safety());
-        if (!host.alive) break;
-      } finally {
-        tally(result.messages, trial);
-        trial.dispose();
-        await host.request("close", { names }, 20_000).catch(() => undefined);
-      }
-    }
-  } finally {
-    await host.shutdown();
-  }
+      release(() => host.request("close", { names }, 20_000).catch(() => undefined));
+      await host.request("add", { members: names.map((name) => ({ key, name, ttl })) });
+      await host.request("start");
+      await trial.waitFor("one leader, the others following", () => trial.ready(), 10_000);
+      await sleep(uniform(100, 500));
+      const settled = trial.ready();
+      if (!settled) throw new Error(`the election did not stay settled: ${trial.describe()}`);
+      result.wrongLeaderNamed += settled.wrong;
+      const stopped = await host.request("stop", { name: settled.leader });
+      const tStop = stopped.t as number;
+      trial.markGone(settled.leader);
+      const next = await trial.waitFor("the next elected", () => trial.electedAfter(tStop, settled.leader), 10_000);
+      result.failoverMs.push(next.t - tStop);
+      await sleep(50);
+    },
+  });
   return result;
 }

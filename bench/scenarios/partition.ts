@@ -8,11 +8,11 @@
 // successor, and holding a membership in etcd again.
 import { storeMemberCount, type BenchContext } from "../context";
 import { Host } from "../host";
-import { PartitionProxy } from "../partition-proxy";
+import { FaultProxy } from "../../test/helpers/fault-proxy";
 import type { SubjectInfo } from "../subjects/types";
-import { Trial } from "../trial";
-import { errorMessage, now, sleep, tag, uniform } from "../util";
-import { addSafety, emptySafety, tally, type Failure, type SafetySummary } from "./common";
+import { runTrials } from "../trial";
+import { now, sleep, tag, uniform } from "../util";
+import { emptySafety, type Failure, type SafetySummary } from "./common";
 
 export interface PartitionTrial {
   trial: number;
@@ -53,96 +53,86 @@ export async function runPartition(ctx: BenchContext, subject: SubjectInfo, host
   const { ttl } = ctx.params;
   const { trials, budgetS } = ctx.params.partition;
   const result: PartitionResult = { subject: subject.id, trials: [], failures: [], safety: emptySafety(), messages: {} };
-  const began = now();
-  try {
-    for (let i = 1; i <= trials; i++) {
-      if ((now() - began) / 1000 > budgetS) {
-        result.failures.push({ trial: i, reason: `time budget of ${budgetS} s used up; trials ${i}.. not run` });
-        break;
-      }
-      const proxy = await PartitionProxy.start(ctx.etcdUrl);
+  await runTrials({
+    label: `${subject.id} partition`,
+    trials,
+    budgetS,
+    book: result,
+    continueAfterFailure: () => host.alive,
+    close: () => host.shutdown(),
+    async run(trial, i, release) {
+      const proxy = await FaultProxy.start({ upstream: new URL(ctx.etcdUrl).host });
       const key = subject.electionKey(`partition/${i}-${tag()}`);
       const [a, b, c] = ["a", "b", "c"].map((s) => `p${i}${s}`) as [string, string, string];
-      const trial = new Trial(`${subject.id} partition ${i}`);
       trial.attach(host, [a, b, c]);
-      try {
-        await host.request("add", { members: [{ key, name: a, ttl, hosts: [proxy.url] }] });
-        await host.request("start", { names: [a] });
-        await trial.waitFor("the proxied member elected", () => (trial.members.get(a)!.believes ? true : undefined), 10_000);
-        await host.request("add", { members: [b, c].map((name) => ({ key, name, ttl })) });
-        await host.request("start", { names: [b, c] });
-        await trial.waitFor("the others following", () => {
-          const s = trial.ready();
-          return s?.leader === a ? s : undefined;
-        }, 10_000);
-        // A random point in the leader's renewal cycle (every subject renews at least every TTL/2).
-        await sleep(500 + uniform(0, (ttl * 1000) / 2));
-        if (trial.ready()?.leader !== a) throw new Error(`the election did not stay settled: ${trial.describe()}`);
-
-        const tCut = now();
-        proxy.blackhole();
-        const outcome: PartitionTrial = { trial: i, oldLeaderErrors: [], timeline: [] };
-        const stepDownAt = () => trial.transitions.find((t) => t.name === a && !t.on && t.t >= tCut)?.t;
-        const successor = () => trial.electedAfter(tCut, a);
-        await trial
-          .waitFor("the old leader stepping down and a successor elected", () => {
-            return stepDownAt() !== undefined && successor() !== undefined ? true : undefined;
-          }, STEP_DEADLINE_S * 1000)
-          .catch(() => undefined);
-        const down = stepDownAt();
-        const next = successor();
-        if (down !== undefined) outcome.stepDownMs = down - tCut;
-        if (next) outcome.successorMs = next.t - tCut;
-        if (down !== undefined && next) outcome.marginMs = next.t - down;
-        // Still believing at the deadline: the margin is at most this.
-        else if (next && trial.members.get(a)!.believes) outcome.marginMs = next.t - now();
-
-        await sleep(500);
-        const tHeal = now();
-        proxy.heal();
-        if (next) {
-          const rejoinDeadline = tHeal + REJOIN_DEADLINE_S * 1000;
-          let problem = "";
-          while (now() < rejoinDeadline) {
-            const state = ((await host.request("running")).state as Record<string, { running: boolean; leader: boolean }>)[a];
-            const member = trial.members.get(a)!;
-            const count = await storeMemberCount(ctx, subject, subject.storePrefix(key)).catch(() => -1);
-            if (!state?.running) problem = "the old leader stopped running (it gave up after an error)";
-            else if (state.leader) problem = "the old leader still believes it leads";
-            else if (member.knownLeader !== next.name) problem = `the old leader names ${member.knownLeader ?? "nobody"} as leader`;
-            else if (count !== 3) problem = `etcd holds ${count} members, not 3`;
-            else {
-              outcome.rejoinMs = now() - tHeal;
-              problem = "";
-              break;
-            }
-            await sleep(200);
-          }
-          if (outcome.rejoinMs === undefined) outcome.rejoinProblem = problem || "deadline";
-        } else {
-          outcome.rejoinProblem = "no successor was elected, so no rejoin to check";
-        }
-        outcome.oldLeaderErrors = trial.members.get(a)!.errors.slice(0, 5);
-        outcome.timeline = trial.events
-          .filter((e) => e.ev !== "belief")
-          .slice(0, 80)
-          .map((e) => `${(e.t - tCut).toFixed(0)} ${e.name} ${e.ev}${e.leader !== undefined ? ` ${String(e.leader)}` : ""}${e.message ? ` ${String(e.message).slice(0, 80)}` : ""}`);
-        outcome.timeline.push(`${(tHeal - tCut).toFixed(0)} heal`);
-        result.trials.push(outcome);
-        addSafety(result.safety, trial.safety());
-      } catch (err) {
-        result.failures.push({ trial: i, reason: errorMessage(err) });
-        addSafety(result.safety, trial.safety());
-        if (!host.alive) break;
-      } finally {
-        tally(result.messages, trial);
-        trial.dispose();
+      release(async () => {
         await host.request("close", { names: [a, b, c] }, 20_000).catch(() => undefined);
         await proxy.close();
+      });
+      await host.request("add", { members: [{ key, name: a, ttl, hosts: [proxy.url] }] });
+      await host.request("start", { names: [a] });
+      await trial.waitFor("the proxied member elected", () => (trial.members.get(a)!.believes ? true : undefined), 10_000);
+      await host.request("add", { members: [b, c].map((name) => ({ key, name, ttl })) });
+      await host.request("start", { names: [b, c] });
+      await trial.waitFor("the others following", () => {
+        const s = trial.ready();
+        return s?.leader === a ? s : undefined;
+      }, 10_000);
+      // A random point in the leader's renewal cycle (every subject renews at least every TTL/2).
+      await sleep(500 + uniform(0, (ttl * 1000) / 2));
+      if (trial.ready()?.leader !== a) throw new Error(`the election did not stay settled: ${trial.describe()}`);
+
+      const tCut = now();
+      proxy.setMode("blackhole");
+      const outcome: PartitionTrial = { trial: i, oldLeaderErrors: [], timeline: [] };
+      const stepDownAt = () => trial.transitions.find((t) => t.name === a && !t.on && t.t >= tCut)?.t;
+      const successor = () => trial.electedAfter(tCut, a);
+      await trial
+        .waitFor("the old leader stepping down and a successor elected", () => {
+          return stepDownAt() !== undefined && successor() !== undefined ? true : undefined;
+        }, STEP_DEADLINE_S * 1000)
+        .catch(() => undefined);
+      const down = stepDownAt();
+      const next = successor();
+      if (down !== undefined) outcome.stepDownMs = down - tCut;
+      if (next) outcome.successorMs = next.t - tCut;
+      if (down !== undefined && next) outcome.marginMs = next.t - down;
+      // Still believing at the deadline: the margin is at most this.
+      else if (next && trial.members.get(a)!.believes) outcome.marginMs = next.t - now();
+
+      await sleep(500);
+      const tHeal = now();
+      proxy.heal();
+      if (next) {
+        const rejoinDeadline = tHeal + REJOIN_DEADLINE_S * 1000;
+        let problem = "";
+        while (now() < rejoinDeadline) {
+          const state = ((await host.request("running")).state as Record<string, { running: boolean; leader: boolean }>)[a];
+          const member = trial.members.get(a)!;
+          const count = await storeMemberCount(ctx, subject, subject.storePrefix(key)).catch(() => -1);
+          if (!state?.running) problem = "the old leader stopped running (it gave up after an error)";
+          else if (state.leader) problem = "the old leader still believes it leads";
+          else if (member.knownLeader !== next.name) problem = `the old leader names ${member.knownLeader ?? "nobody"} as leader`;
+          else if (count !== 3) problem = `etcd holds ${count} members, not 3`;
+          else {
+            outcome.rejoinMs = now() - tHeal;
+            problem = "";
+            break;
+          }
+          await sleep(200);
+        }
+        if (outcome.rejoinMs === undefined) outcome.rejoinProblem = problem || "deadline";
+      } else {
+        outcome.rejoinProblem = "no successor was elected, so no rejoin to check";
       }
-    }
-  } finally {
-    await host.shutdown();
-  }
+      outcome.oldLeaderErrors = trial.members.get(a)!.errors.slice(0, 5);
+      outcome.timeline = trial.events
+        .filter((e) => e.ev !== "belief")
+        .slice(0, 80)
+        .map((e) => `${(e.t - tCut).toFixed(0)} ${e.name} ${e.ev}${e.leader !== undefined ? ` ${String(e.leader)}` : ""}${e.message ? ` ${String(e.message).slice(0, 80)}` : ""}`);
+      outcome.timeline.push(`${(tHeal - tCut).toFixed(0)} heal`);
+      result.trials.push(outcome);
+    },
+  });
   return result;
 }

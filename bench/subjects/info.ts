@@ -34,6 +34,8 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     // A KV key: no leading slash, and each scope's own key in the bench bucket.
     electionKey: (scope) => `bench/ours-nats/${scope}`,
     storePrefix: (key) => key,
+    // The leader's update every TTL/2, as on etcd.
+    renewalsPerTtl: 2,
   },
   {
     id: "original",

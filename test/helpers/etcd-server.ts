@@ -1,10 +1,10 @@
 // Starts real etcd servers (Debian's etcd-server) on free loopback ports, each
 // with its own temporary data dir, for tests, the demo and the benchmarks.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, createWriteStream } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./free-port";
+import { ServerProcess } from "./server-process";
 
 export interface EtcdTls {
   /** PEM files for the server's own certificate, key and the CA that signs clients. */
@@ -35,8 +35,7 @@ interface ClusterMember {
 }
 
 export class EtcdServer {
-  private child: ChildProcess | undefined;
-  private readonly logPath: string;
+  private readonly process: ServerProcess;
   readonly clientUrl: string;
   readonly peerUrl: string;
 
@@ -49,7 +48,7 @@ export class EtcdServer {
     const scheme = options.tls ? "https" : "http";
     this.clientUrl = `${scheme}://127.0.0.1:${member.clientPort}`;
     this.peerUrl = `http://127.0.0.1:${member.peerPort}`;
-    this.logPath = join(dataDir, "..", `${member.name}.log`);
+    this.process = new ServerProcess(join(dataDir, "..", `${member.name}.log`));
   }
 
   get name(): string {
@@ -71,11 +70,11 @@ export class EtcdServer {
   }
 
   get pid(): number | undefined {
-    return this.child?.pid;
+    return this.process.pid;
   }
 
   get running(): boolean {
-    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+    return this.process.running;
   }
 
   /** Starts (or restarts, on the same data dir) and resolves once the process is up. */
@@ -103,18 +102,7 @@ export class EtcdServer {
         : []),
       ...(this.options.extraArgs ?? []),
     ];
-    const log = createWriteStream(this.logPath, { flags: "a" });
-    // The log is best effort: a cluster that failed to start removes its dir under it.
-    log.on("error", () => undefined);
-    const child = spawn(etcdBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
-    child.stdout!.pipe(log);
-    child.stderr!.pipe(log);
-    child.once("exit", () => log.end());
-    this.child = child;
-    await new Promise<void>((resolve, reject) => {
-      child.once("spawn", resolve);
-      child.once("error", reject);
-    });
+    await this.process.start(etcdBinary(), args);
   }
 
   /** Resolves once the server answers client requests (a cluster also needs a raft leader). */
@@ -124,41 +112,24 @@ export class EtcdServer {
 
   /** SIGTERM, then SIGKILL if it lingers; resolves when the process is gone. */
   async stop(): Promise<void> {
-    await this.signal("SIGTERM", 5_000);
+    await this.process.stop();
   }
 
   /** SIGKILL: a crash. */
   async kill(): Promise<void> {
-    await this.signal("SIGKILL", 5_000);
+    await this.process.kill();
   }
 
   pause(): void {
-    this.child?.kill("SIGSTOP");
+    this.process.pause();
   }
 
   resume(): void {
-    this.child?.kill("SIGCONT");
-  }
-
-  private async signal(signal: NodeJS.Signals, graceMs: number): Promise<void> {
-    const child = this.child;
-    if (!child || !this.running) return;
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    child.kill("SIGCONT");
-    child.kill(signal);
-    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
-    await exited;
-    clearTimeout(timer);
+    this.process.resume();
   }
 
   logTail(lines = 30): string {
-    try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const text: string = require("node:fs").readFileSync(this.logPath, "utf8");
-      return text.split("\n").slice(-lines).join("\n");
-    } catch {
-      return "";
-    }
+    return this.process.logTail(lines);
   }
 }
 

@@ -219,3 +219,46 @@ export function formatReport(scenarioName: string, report: HistoryReport): strin
 function iso(at: number): string {
   return new Date(at).toISOString();
 }
+
+/** A stretch of time during which two or more members led at once, and every member that led during it. */
+export interface OverlapStretch {
+  from: number;
+  to: number;
+  ms: number;
+  members: string[];
+}
+
+/**
+ * The separate stretches of time during which two or more of `intervals`
+ * (of different members) were open at once. An interval ending at the moment
+ * another starts does not overlap it. The benchmark counts these: one stretch
+ * is one incident, however many pairs of members it involves.
+ */
+export function overlapStretches(intervals: Array<Pick<LeadershipInterval, "member" | "start" | "end">>): OverlapStretch[] {
+  const edges = intervals
+    .filter((interval) => interval.end > interval.start)
+    .flatMap((interval) => [
+      { at: interval.start, member: interval.member, opens: true },
+      { at: interval.end, member: interval.member, opens: false },
+    ])
+    // Ends before starts at the same moment: a hand-over on the dot is no overlap.
+    .sort((a, b) => a.at - b.at || Number(a.opens) - Number(b.opens));
+  const open = new Map<string, number>();
+  const stretches: OverlapStretch[] = [];
+  let current: OverlapStretch | undefined;
+  for (const edge of edges) {
+    const count = (open.get(edge.member) ?? 0) + (edge.opens ? 1 : -1);
+    if (count > 0) open.set(edge.member, count);
+    else open.delete(edge.member);
+    if (open.size >= 2) {
+      current ??= { from: edge.at, to: edge.at, ms: 0, members: [] };
+      current.members = [...new Set([...current.members, ...open.keys()])];
+    } else if (current) {
+      current.to = edge.at;
+      current.ms = current.to - current.from;
+      stretches.push(current);
+      current = undefined;
+    }
+  }
+  return stretches;
+}

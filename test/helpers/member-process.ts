@@ -127,6 +127,16 @@ export class MemberProcess {
     return undefined;
   }
 
+  /** Calls `listener` with every event from now on (the exit event last); returns the function that stops it. */
+  onEvent(listener: (event: MemberEvent) => void): () => void {
+    let seen = this.events.length;
+    const deliver = (): void => {
+      while (seen < this.events.length) listener(this.events[seen++]!);
+    };
+    this.listeners.add(deliver);
+    return () => void this.listeners.delete(deliver);
+  }
+
   send(command: MemberCommand): void {
     if (!this.running || this.child.stdin.destroyed) throw new Error(`member ${this.name} is not running`);
     this.child.stdin.write(`${command}\n`);

@@ -2,11 +2,11 @@
 // a free loopback port and its own temporary store dir, for tests of the NATS
 // KV backend. It can be stopped, killed, restarted on the same store dir (the
 // streams and their sequences survive), and paused, to stage outages.
-import { spawn, type ChildProcess } from "node:child_process";
-import { accessSync, constants, createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { freePort } from "./free-port";
+import { ServerProcess } from "./server-process";
 
 export interface NatsTls {
   /** PEM files for the server's own certificate and key (test/helpers/tls.ts makes them). */
@@ -65,8 +65,7 @@ function isExecutable(path: string): boolean {
 }
 
 export class NatsServer {
-  private child: ChildProcess | undefined;
-  private readonly logPath: string;
+  private readonly process: ServerProcess;
   private readonly configPath: string | undefined;
   /** Where JetStream keeps its streams; kept across restarts, removed by close(). */
   readonly storeDir: string;
@@ -80,7 +79,7 @@ export class NatsServer {
   ) {
     this.storeDir = join(baseDir, "store");
     mkdirSync(this.storeDir);
-    this.logPath = join(baseDir, "nats-server.log");
+    this.process = new ServerProcess(join(baseDir, "nats-server.log"));
     const config = configFile(options);
     if (config) {
       this.configPath = join(baseDir, "nats-server.conf");
@@ -102,11 +101,11 @@ export class NatsServer {
   }
 
   get pid(): number | undefined {
-    return this.child?.pid;
+    return this.process.pid;
   }
 
   get running(): boolean {
-    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+    return this.process.running;
   }
 
   /** Starts (or restarts, on the same ports and store dir) and resolves once the process is up. */
@@ -122,18 +121,7 @@ export class NatsServer {
       "-m", String(this.monitorPort),
       ...(this.options.extraArgs ?? []),
     ];
-    const log = createWriteStream(this.logPath, { flags: "a" });
-    // The log is best effort: close() removes its dir under it.
-    log.on("error", () => undefined);
-    const child = spawn(natsServerBinary(), args, { stdio: ["ignore", "pipe", "pipe"] });
-    child.stdout!.pipe(log);
-    child.stderr!.pipe(log);
-    child.once("exit", () => log.end());
-    this.child = child;
-    await new Promise<void>((resolve, reject) => {
-      child.once("spawn", resolve);
-      child.once("error", reject);
-    });
+    await this.process.start(natsServerBinary(), args);
   }
 
   /** A JSON page of the monitoring port, e.g. `/jsz?consumers=true&config=true`. */
@@ -166,12 +154,12 @@ export class NatsServer {
 
   /** SIGTERM (a clean shutdown), then SIGKILL if it lingers; resolves when the process is gone. */
   async stop(): Promise<void> {
-    await this.signal("SIGTERM", 5_000);
+    await this.process.stop();
   }
 
   /** SIGKILL: a crash. */
   async kill(): Promise<void> {
-    await this.signal("SIGKILL", 5_000);
+    await this.process.kill();
   }
 
   /** Stops (cleanly, or as a crash with `{ crash: true }`), starts again on the same store dir and waits until ready. */
@@ -183,32 +171,16 @@ export class NatsServer {
 
   /** SIGSTOP: the process hangs with its sockets open, so clients see timeouts, not disconnects. */
   pause(): void {
-    this.child?.kill("SIGSTOP");
+    this.process.pause();
   }
 
   resume(): void {
-    this.child?.kill("SIGCONT");
-  }
-
-  private async signal(signal: NodeJS.Signals, graceMs: number): Promise<void> {
-    const child = this.child;
-    if (!child || !this.running) return;
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    // A paused server would not act on SIGTERM.
-    child.kill("SIGCONT");
-    child.kill(signal);
-    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
-    await exited;
-    clearTimeout(timer);
+    this.process.resume();
   }
 
   /** The last lines of the server's log, for error messages. */
   logTail(lines = 30): string {
-    try {
-      return readFileSync(this.logPath, "utf8").split("\n").slice(-lines).join("\n");
-    } catch {
-      return "";
-    }
+    return this.process.logTail(lines);
   }
 
   /** Kills the server and removes its store dir, log and config. Safe to call twice. */

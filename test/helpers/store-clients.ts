@@ -11,10 +11,11 @@ const Etcd = require("node-etcd") as new (hosts: string[]) => unknown;
 export class StoreClients {
   private readonly etcd3Clients = new Set<Etcd3>();
 
-  constructor(private readonly hosts: string[]) {}
+  /** `hosts` may be a function, for an etcd that starts after the clients are set up (see hooks.ts). */
+  constructor(private readonly hosts: string[] | (() => string[])) {}
 
   /** A new client for `api` on the given hosts (default: the file's etcd). */
-  create(api: Backend, hosts: string[] = this.hosts): unknown {
+  create(api: Backend, hosts: string[] = typeof this.hosts === "function" ? this.hosts() : this.hosts): unknown {
     if (api === "v2") return new Etcd(hosts);
     const client = new Etcd3({ hosts });
     this.etcd3Clients.add(client);

@@ -1,0 +1,81 @@
+// The part every store server the tests start has in common: one child
+// process with its output appended to a log file, started (and restarted) on
+// demand, stopped with a signal and a SIGKILL if it lingers, paused and
+// resumed to stage outages. etcd-server.ts and nats-server.ts say what to run.
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream, readFileSync } from "node:fs";
+
+/** How long a server gets to act on SIGTERM (or SIGKILL) before it is killed outright. */
+const STOP_GRACE_MS = 5_000;
+
+export class ServerProcess {
+  private child: ChildProcess | undefined;
+
+  /** `logPath` collects stdout and stderr across restarts. */
+  constructor(private readonly logPath: string) {}
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Spawns `binary args` unless it is running; resolves once the process exists (not once it serves). */
+  async start(binary: string, args: string[]): Promise<void> {
+    if (this.running) return;
+    const log = createWriteStream(this.logPath, { flags: "a" });
+    // The log is best effort: a server that failed to start has its dir removed under it.
+    log.on("error", () => undefined);
+    const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout!.pipe(log);
+    child.stderr!.pipe(log);
+    child.once("exit", () => log.end());
+    this.child = child;
+    await new Promise<void>((resolve, reject) => {
+      child.once("spawn", resolve);
+      child.once("error", reject);
+    });
+  }
+
+  /** SIGTERM (a clean shutdown), then SIGKILL if it lingers; resolves when the process is gone. */
+  async stop(): Promise<void> {
+    await this.signal("SIGTERM");
+  }
+
+  /** SIGKILL: a crash. */
+  async kill(): Promise<void> {
+    await this.signal("SIGKILL");
+  }
+
+  /** SIGSTOP: the process hangs with its sockets open, so clients see timeouts, not disconnects. */
+  pause(): void {
+    this.child?.kill("SIGSTOP");
+  }
+
+  resume(): void {
+    this.child?.kill("SIGCONT");
+  }
+
+  /** The last lines of the log, for error messages. */
+  logTail(lines = 30): string {
+    try {
+      return readFileSync(this.logPath, "utf8").split("\n").slice(-lines).join("\n");
+    } catch {
+      return "";
+    }
+  }
+
+  private async signal(signal: NodeJS.Signals): Promise<void> {
+    const child = this.child;
+    if (!child || !this.running) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    // A paused server would not act on SIGTERM.
+    child.kill("SIGCONT");
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
+    await exited;
+    clearTimeout(timer);
+  }
+}
