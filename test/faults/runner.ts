@@ -358,6 +358,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
         name: `m${i}`,
         ttl: ttlSeconds,
         ...(backend === "nats" ? { bucket: FAULTS_BUCKET } : {}),
+        ...(scenario.memberOptions ? { options: scenario.memberOptions } : {}),
       });
       resources.members.push(member);
       c.members.push(member);
