@@ -55,6 +55,7 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
   const description = `NATS KV bucket ${bucketName} at ${servers.join(",")}`;
   const flagsToCheck = "check --server (or NATS_URL), --bucket, the TLS files (--tlsca, --tlscert, --tlskey), and --user/--password";
 
+  const auth = credentials(flags);
   const { connect } = loadClient("@nats-io/transport-node", "--backend nats") as { connect: Connect };
   const { Kvm } = loadClient("@nats-io/kv", "--backend nats") as { Kvm: KvmClass };
   let nc: NatsConnection;
@@ -66,7 +67,7 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
       // A member outlives a server restart: reconnect for as long as it runs.
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
-      ...credentials(flags),
+      ...auth,
     });
   } catch (err) {
     throw new CliError(EXIT.unavailable, `cannot connect to NATS at ${servers.join(",")}: ${messageOf(err)}\n${flagsToCheck}`);
