@@ -73,14 +73,15 @@ function connectEtcd(flags: ConnectionFlags): { client: unknown; description: st
   return { client, description, close: () => client.close() };
 }
 
-export function loadClient(name: "etcd3" | "node-etcd" | "@nats-io/transport-node" | "@nats-io/kv", forWhat: string): unknown {
+/** `install`: the packages to name in the message, when more than `name` is needed. */
+export function loadClient(name: "etcd3" | "node-etcd" | "@nats-io/transport-node" | "@nats-io/kv", forWhat: string, install: string = name): unknown {
   try {
     return require(name);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") throw err;
     throw new CliError(
       EXIT.unavailable,
-      `the ${name} client is not installed, and ${forWhat} needs it: install it beside etcd-leader (npm install ${name})`,
+      `the ${name} client is not installed, and ${forWhat} needs it: install it beside etcd-leader (npm install ${install})`,
     );
   }
 }

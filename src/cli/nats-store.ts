@@ -30,6 +30,8 @@ export interface NatsFlags {
 
 /** As the `nats` tool: NATS_URL, else a server on this host. */
 const DEFAULT_SERVER = "nats://127.0.0.1:4222";
+/** What --backend nats needs installed beside etcd-leader. */
+const NATS_PACKAGES = "@nats-io/transport-node @nats-io/kv";
 /** How long the first connection and the bucket's status may take. */
 const CONNECT_TIMEOUT_MS = 5_000;
 
@@ -56,8 +58,8 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
   const flagsToCheck = "check --server (or NATS_URL), --bucket, the TLS files (--tlsca, --tlscert, --tlskey), and --user/--password";
 
   const auth = credentials(flags);
-  const { connect } = loadClient("@nats-io/transport-node", "--backend nats") as { connect: Connect };
-  const { Kvm } = loadClient("@nats-io/kv", "--backend nats") as { Kvm: KvmClass };
+  const { connect } = loadClient("@nats-io/transport-node", "--backend nats", NATS_PACKAGES) as { connect: Connect };
+  const { Kvm } = loadClient("@nats-io/kv", "--backend nats", NATS_PACKAGES) as { Kvm: KvmClass };
   let nc: NatsConnection;
   try {
     nc = await connect({
