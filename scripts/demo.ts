@@ -1,7 +1,8 @@
 // `npm run demo`: watch a leader election work, on a throwaway local etcd.
 //
-// Three members (alpha, bravo, charlie), each in its own process
-// (scripts/demo-member.ts), compete for one election key with a 2 s TTL. The
+// Three members (alpha, bravo, charlie), each an `etcd-leader run --json`
+// process running an idle command while it leads, compete for one election
+// key with a 2 s TTL. The
 // demo waits for a leader, stops it cleanly and times the failover, then
 // SIGKILLs the new leader (its key has to expire) and times that failover too,
 // printing a timeline as it goes and a summary at the end.
@@ -29,7 +30,10 @@ const SECOND_TERM_MS = 1_000;
 const REORDER_WINDOW_MS = 60;
 
 const repoRoot = join(__dirname, "..");
-const memberScript = join("scripts", "demo-member.ts");
+/** The command line tool, from source: each member is one `etcd-leader run`. */
+const cliMain = join("src", "cli", "main.ts");
+/** What each member runs while it leads: a command that idles until it is stopped. */
+const LEADER_COMMAND = [process.execPath, "-e", "setInterval(() => {}, 1 << 30)"];
 const startedAt = Date.now();
 
 // ---------------------------------------------------------------- arguments
@@ -111,13 +115,21 @@ function say(text: string): void {
 
 // ---------------------------------------------------------------- members
 
+/** A state change `etcd-leader run --json` reports on stderr (src/cli/run.ts); others are ignored. */
 interface MemberEvent {
-  t: number;
-  name: string;
-  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left";
+  at: string;
+  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "command-start" | "command-stop";
   token?: number;
   leader?: string;
-  message?: string;
+  error?: string;
+  pid?: number;
+}
+
+interface MemberConfig {
+  key: string;
+  ttl: number;
+  api: Api;
+  endpoints: string[];
 }
 
 class DemoFailure extends Error {}
@@ -135,23 +147,18 @@ class Member {
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   readonly exited: Promise<void>;
   private stderr = "";
-  private stdoutBuffer = "";
+  private stderrBuffer = "";
 
-  constructor(readonly name: string, config: object, private readonly onEvent: (m: Member, e: MemberEvent) => void) {
-    this.child = spawn(process.execPath, ["--import", "tsx", memberScript, JSON.stringify({ name, ...config })], {
+  constructor(readonly name: string, config: MemberConfig, private readonly onEvent: (m: Member, e: MemberEvent) => void) {
+    const args = ["run", "--json", "--api", config.api, "--endpoints", config.endpoints.join(","), "--ttl", String(config.ttl), "--name", name];
+    this.child = spawn(process.execPath, ["--import", "tsx", cliMain, ...args, config.key, "--", ...LEADER_COMMAND], {
       cwd: repoRoot,
-      stdio: ["pipe", "pipe", "pipe"],
+      stdio: ["ignore", "ignore", "pipe"],
       // The library's debug output would only be noise here.
       env: { ...process.env, DEBUG: "" },
     });
-    this.child.stdout!.setEncoding("utf8");
-    this.child.stdout!.on("data", (chunk: string) => this.readStdout(chunk));
     this.child.stderr!.setEncoding("utf8");
-    this.child.stderr!.on("data", (chunk: string) => {
-      this.stderr = (this.stderr + chunk).slice(-8_000);
-    });
-    // A member that already exited cannot take a command; that shows up as an unexpected exit instead.
-    this.child.stdin!.on("error", () => {});
+    this.child.stderr!.on("data", (chunk: string) => this.readStderr(chunk));
     this.exited = new Promise((resolve) => {
       this.child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
         this.exit = { code, signal };
@@ -170,13 +177,13 @@ class Member {
     return this.exit === undefined;
   }
 
-  /** Asks the member to `await election.leave()` and exit 0. */
+  /** SIGTERM: the member stops its command, leaves the election and exits 0. */
   leave(): void {
     this.expectedExit = "leave";
-    this.child.stdin!.write("leave\n");
+    this.child.kill("SIGTERM");
   }
 
-  /** A crash: no leave, no clean-up; its membership has to expire. */
+  /** A crash: no leave; its membership has to expire (its orphaned command is stopped by the CLI's guard). */
   kill(): void {
     this.expectedExit = "kill";
     this.leading = false;
@@ -194,21 +201,22 @@ class Member {
     return `exited with code ${this.exit.code}`;
   }
 
-  private readStdout(chunk: string): void {
-    this.stdoutBuffer += chunk;
+  /** The CLI's JSON lines are events; any other line (an error message) is kept for the failure report. */
+  private readStderr(chunk: string): void {
+    this.stderrBuffer += chunk;
     let newline: number;
-    while ((newline = this.stdoutBuffer.indexOf("\n")) >= 0) {
-      const line = this.stdoutBuffer.slice(0, newline).trim();
-      this.stdoutBuffer = this.stdoutBuffer.slice(newline + 1);
+    while ((newline = this.stderrBuffer.indexOf("\n")) >= 0) {
+      const line = this.stderrBuffer.slice(0, newline).trim();
+      this.stderrBuffer = this.stderrBuffer.slice(newline + 1);
       if (!line) continue;
-      let event: MemberEvent;
+      let event: MemberEvent | undefined;
       try {
         event = JSON.parse(line) as MemberEvent;
       } catch {
-        this.stderr += `\n(stdout) ${line}`;
-        continue;
+        // not an event
       }
-      this.onEvent(this, event);
+      if (event && typeof event.event === "string") this.onEvent(this, event);
+      else this.stderr = `${this.stderr}\n${line}`.slice(-8_000);
     }
   }
 }
@@ -273,7 +281,7 @@ function waitUntil(what: string, check: () => boolean): Promise<void> {
 }
 
 function onMemberEvent(member: Member, event: MemberEvent): void {
-  const t = typeof event.t === "number" ? event.t : Date.now();
+  const t = Number.isNaN(Date.parse(event.at)) ? Date.now() : Date.parse(event.at);
   switch (event.event) {
     case "joining":
       timeline(t, member.name, "joins the election");
@@ -297,7 +305,13 @@ function onMemberEvent(member: Member, event: MemberEvent): void {
       timeline(t, member.name, `follows ${event.leader}`);
       break;
     case "error":
-      timeline(t, member.name, `error: ${event.message}`);
+      timeline(t, member.name, `error: ${event.error}`);
+      break;
+    case "command-start":
+      timeline(t, member.name, `its command started (pid ${event.pid})`);
+      break;
+    case "command-stop":
+      timeline(t, member.name, `its command is being stopped (pid ${event.pid})`);
       break;
     case "left":
       timeline(t, member.name, "left the election");
@@ -445,12 +459,7 @@ async function main(): Promise<number> {
   if (interrupted) return new Promise<number>(() => {});
   say(`etcd is up at ${cluster.clientUrls.join(", ")} (throwaway data dir)`);
 
-  const config = {
-    key: ELECTION_KEY,
-    ttl: TTL_SECONDS,
-    api,
-    hosts: api === "v3" ? cluster.clientUrls : cluster.hostPorts,
-  };
+  const config: MemberConfig = { key: ELECTION_KEY, ttl: TTL_SECONDS, api, endpoints: cluster.clientUrls };
   for (const name of MEMBER_NAMES) members.push(new Member(name, config, onMemberEvent));
   for (const member of members) void member.exited.then(recheck);
 
@@ -463,7 +472,7 @@ async function main(): Promise<number> {
   // 2. Graceful stop: the leader leaves, deleting its key; the next one takes over at once.
   const electionsBeforeStop = terms.length;
   const stopAt = Date.now();
-  say(`stopping ${first.name} cleanly (await election.leave())`);
+  say(`stopping ${first.name} cleanly (SIGTERM: it stops its command and leaves the election)`);
   first.leave();
   await waitUntil("the next leader after the clean stop", () => terms.length > electionsBeforeStop);
   const gracefulTerm = terms[electionsBeforeStop]!;
