@@ -1,7 +1,8 @@
 // `npm run demo`: watch a leader election work, on a throwaway local etcd.
 //
-// Three members (alpha, bravo, charlie), each in its own process
-// (test/fixtures/member.ts), compete for one election key with a 2 s TTL. The
+// Three members (alpha, bravo, charlie), each an `etcd-leader run --json`
+// process running an idle command while it leads, compete for one election
+// key with a 2 s TTL. The
 // demo waits for a leader, stops it cleanly and times the failover, then
 // SIGKILLs the new leader (its key has to expire) and times that failover too,
 // printing a timeline as it goes and a summary at the end.
@@ -11,13 +12,10 @@
 // Exits 0 when every step happened, 1 when one did not within its deadline (or
 // the chosen API is not available), 130/143 when interrupted. etcd, its data
 // dir and every member process are gone afterwards in every case.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-server";
-import { checkHistories } from "../test/helpers/leadership-history";
-import { spawnMember, type MemberConfig, type MemberEvent, type MemberProcess } from "../test/helpers/member-process";
-import { sleep, waitFor } from "../test/helpers/waiting";
 
 const TTL_SECONDS = 2;
 const MEMBER_NAMES = ["alpha", "bravo", "charlie"] as const;
@@ -31,6 +29,11 @@ const SECOND_TERM_MS = 1_000;
 /** Member events may reach us slightly out of order across pipes: hold lines this long and print them sorted. */
 const REORDER_WINDOW_MS = 60;
 
+const repoRoot = join(__dirname, "..");
+/** The command line tool, from source: each member is one `etcd-leader run`. */
+const cliMain = join("src", "cli", "main.ts");
+/** What each member runs while it leads: a command that idles until it is stopped. */
+const LEADER_COMMAND = [process.execPath, "-e", "setInterval(() => {}, 1 << 30)"];
 const startedAt = Date.now();
 
 // ---------------------------------------------------------------- arguments
@@ -112,11 +115,28 @@ function say(text: string): void {
 
 // ---------------------------------------------------------------- members
 
+/** A state change `etcd-leader run --json` reports on stderr (src/cli/run.ts); others are ignored. */
+interface MemberEvent {
+  at: string;
+  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "command-start" | "command-stop";
+  token?: number;
+  leader?: string;
+  error?: string;
+  pid?: number;
+}
+
+interface MemberConfig {
+  key: string;
+  ttl: number;
+  api: Api;
+  endpoints: string[];
+}
+
 class DemoFailure extends Error {}
 
-/** One member process (test/fixtures/member.ts) and what the demo knows of it from its events. */
+
 class Member {
-  readonly process: MemberProcess;
+  readonly child: ChildProcess;
   /** Whether this member believes it leads, from its elected/unelected events. */
   leading = false;
   /** The leader this member follows, from its `leader` events. */
@@ -124,33 +144,55 @@ class Member {
   token: number | undefined;
   /** Set when the demo stops or kills the member on purpose. */
   expectedExit: "leave" | "kill" | undefined;
-  exit: { code: number | null; signal: string | null } | undefined;
+  exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  readonly exited: Promise<void>;
+  private stderr = "";
+  private stderrBuffer = "";
 
-  constructor(readonly name: string, config: Omit<MemberConfig, "name">) {
-    this.process = spawnMember({ ...config, name });
-    timeline(Date.now(), name, "joins the election");
-    this.process.onEvent((event) => this.onEvent(event));
+  constructor(readonly name: string, config: MemberConfig, private readonly onEvent: (m: Member, e: MemberEvent) => void) {
+    const args = ["run", "--json", "--api", config.api, "--endpoints", config.endpoints.join(","), "--ttl", String(config.ttl), "--name", name];
+    this.child = spawn(process.execPath, ["--import", "tsx", cliMain, ...args, config.key, "--", ...LEADER_COMMAND], {
+      cwd: repoRoot,
+      stdio: ["ignore", "ignore", "pipe"],
+      // The library's debug output would only be noise here.
+      env: { ...process.env, DEBUG: "" },
+    });
+    this.child.stderr!.setEncoding("utf8");
+    this.child.stderr!.on("data", (chunk: string) => this.readStderr(chunk));
+    this.exited = new Promise((resolve) => {
+      this.child.once("close", (code: number | null, signal: NodeJS.Signals | null) => {
+        this.exit = { code, signal };
+        endTerm(this, Date.now());
+        resolve();
+      });
+      this.child.once("error", (err) => {
+        this.stderr += `\n${err.message}`;
+        this.exit ??= { code: null, signal: null };
+        resolve();
+      });
+    });
   }
 
   get alive(): boolean {
     return this.exit === undefined;
   }
 
-  get exited(): Promise<unknown> {
-    return this.process.exited;
-  }
-
-  /** Asks the member to `await election.leave()` and exit 0. */
+  /** SIGTERM: the member stops its command, leaves the election and exits 0. */
   leave(): void {
     this.expectedExit = "leave";
-    this.process.send("exit");
+    this.child.kill("SIGTERM");
   }
 
-  /** A crash: no leave, no clean-up; its membership has to expire. */
+  /** A crash: no leave; its membership has to expire (its orphaned command is stopped by the CLI's guard). */
   kill(): void {
     this.expectedExit = "kill";
     this.leading = false;
-    void this.process.kill("SIGKILL");
+    this.child.kill("SIGKILL");
+    endTerm(this, Date.now());
+  }
+
+  stderrTail(lines = 15): string {
+    return this.stderr.trimEnd().split("\n").slice(-lines).join("\n");
   }
 
   describeExit(): string {
@@ -159,35 +201,22 @@ class Member {
     return `exited with code ${this.exit.code}`;
   }
 
-  private onEvent(event: MemberEvent): void {
-    const { at } = event;
-    switch (event.type) {
-      case "elected":
-        this.leading = true;
-        this.follows = undefined;
-        this.token = event.token;
-        elections.push({ name: this.name, t: at, token: event.token });
-        timeline(at, this.name, `elected (fencing token ${event.token})`);
-        break;
-      case "unelected":
-        this.leading = false;
-        this.token = undefined;
-        timeline(at, this.name, "unelected");
-        break;
-      case "leader":
-        this.follows = event.name;
-        timeline(at, this.name, `follows ${event.name}`);
-        break;
-      case "error":
-        timeline(at, this.name, `error: ${event.message}`);
-        break;
-      case "left":
-        timeline(at, this.name, "left the election");
-        break;
-      case "exit":
-        this.exit = { code: event.code, signal: event.signal };
-        this.leading = false;
-        break;
+  /** The CLI's JSON lines are events; any other line (an error message) is kept for the failure report. */
+  private readStderr(chunk: string): void {
+    this.stderrBuffer += chunk;
+    let newline: number;
+    while ((newline = this.stderrBuffer.indexOf("\n")) >= 0) {
+      const line = this.stderrBuffer.slice(0, newline).trim();
+      this.stderrBuffer = this.stderrBuffer.slice(newline + 1);
+      if (!line) continue;
+      let event: MemberEvent | undefined;
+      try {
+        event = JSON.parse(line) as MemberEvent;
+      } catch {
+        // not an event
+      }
+      if (event && typeof event.event === "string") this.onEvent(this, event);
+      else this.stderr = `${this.stderr}\n${line}`.slice(-8_000);
     }
   }
 }
@@ -195,20 +224,118 @@ class Member {
 // ---------------------------------------------------------------- state and waiting
 
 const members: Member[] = [];
-/** Every election in order: who, when, with which token. */
-const elections: Array<{ name: string; t: number; token: number }> = [];
+/** Every term in order: who, from when (`elected`) until when (`unelected`, killed or exited), with which token. */
+interface Term {
+  name: string;
+  t: number;
+  end?: number;
+  token: number;
+}
+const terms: Term[] = [];
+
+type Waiter = { check: () => boolean; resolve: () => void; reject: (err: Error) => void };
+const waiters = new Set<Waiter>();
+
+function recheck(): void {
+  for (const waiter of [...waiters]) {
+    let done: boolean;
+    try {
+      done = waiter.check();
+    } catch (err) {
+      waiters.delete(waiter);
+      waiter.reject(err as Error);
+      continue;
+    }
+    if (done) {
+      waiters.delete(waiter);
+      waiter.resolve();
+    }
+  }
+}
 
 /** Resolves once `check()` holds; rejects after the step deadline or when a member exits unexpectedly. */
-async function waitUntil(what: string, check: () => boolean): Promise<void> {
-  try {
-    await waitFor(what, STEP_DEADLINE_MS, () => {
-      const crashed = members.find((m) => !m.alive && m.expectedExit === undefined);
-      if (crashed) throw new DemoFailure(`${crashed.name} ${crashed.describeExit()} unexpectedly while waiting for ${what}`);
-      return check();
-    });
-  } catch (err) {
-    throw err instanceof DemoFailure ? err : new DemoFailure((err as Error).message);
+function waitUntil(what: string, check: () => boolean): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      waiters.delete(waiter);
+      reject(new DemoFailure(`timed out after ${STEP_DEADLINE_MS / 1000} s waiting for ${what}`));
+    }, STEP_DEADLINE_MS);
+    const waiter: Waiter = {
+      check: () => {
+        const crashed = members.find((m) => !m.alive && m.expectedExit === undefined);
+        if (crashed) throw new DemoFailure(`${crashed.name} ${crashed.describeExit()} unexpectedly while waiting for ${what}`);
+        return check();
+      },
+      resolve: () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      reject: (err) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    };
+    waiters.add(waiter);
+    recheck();
+  });
+}
+
+function onMemberEvent(member: Member, event: MemberEvent): void {
+  const t = Number.isNaN(Date.parse(event.at)) ? Date.now() : Date.parse(event.at);
+  switch (event.event) {
+    case "joining":
+      timeline(t, member.name, "joins the election");
+      break;
+    case "elected": {
+      member.leading = true;
+      member.follows = undefined;
+      member.token = event.token;
+      terms.push({ name: member.name, t, token: event.token ?? NaN });
+      timeline(t, member.name, `elected (fencing token ${event.token})`);
+      break;
+    }
+    case "unelected":
+      endTerm(member, t);
+      member.leading = false;
+      member.token = undefined;
+      timeline(t, member.name, "unelected");
+      break;
+    case "leader":
+      member.follows = event.leader;
+      timeline(t, member.name, `follows ${event.leader}`);
+      break;
+    case "error":
+      timeline(t, member.name, `error: ${event.error}`);
+      break;
+    case "command-start":
+      timeline(t, member.name, `its command started (pid ${event.pid})`);
+      break;
+    case "command-stop":
+      timeline(t, member.name, `its command is being stopped (pid ${event.pid})`);
+      break;
+    case "left":
+      timeline(t, member.name, "left the election");
+      break;
   }
+  recheck();
+}
+
+function endTerm(member: Member, at: number): void {
+  const term = [...terms].reverse().find((candidate) => candidate.name === member.name);
+  if (term && term.end === undefined) term.end = at;
+}
+
+/** Pairs of terms that overlapped in time: two members believing they led at once. */
+function overlaps(): string[] {
+  const found: string[] = [];
+  terms.forEach((a, i) => {
+    for (const b of terms.slice(i + 1)) {
+      if (b.t < (a.end ?? Infinity) && a.t < (b.end ?? Infinity)) {
+        found.push(`${b.name} was elected ${b.t - a.t} ms after ${a.name}, which still led`);
+      }
+    }
+  });
+  return found;
 }
 
 function alive(): Member[] {
@@ -225,18 +352,24 @@ function agreedLeader(): Member | undefined {
 }
 
 async function waitForExit(member: Member, what: string): Promise<void> {
-  await waitUntil(what, () => member.exit !== undefined);
+  const timedOut = new Promise<"timeout">((resolve) => setTimeout(resolve, STEP_DEADLINE_MS, "timeout").unref());
+  if ((await Promise.race([member.exited, timedOut])) === "timeout") {
+    throw new DemoFailure(`timed out after ${STEP_DEADLINE_MS / 1000} s waiting for ${what}`);
+  }
   if (member.exit?.code !== 0) throw new DemoFailure(`${member.name} ${member.describeExit()} while ${what}`);
 }
 
 /** Lets `ms` pass while `invariant()` holds; fails at once when it stops holding or a member dies. */
 function hold(ms: number, what: string, invariant: () => boolean): Promise<void> {
   const until = Date.now() + ms;
+  const timer = setTimeout(recheck, ms);
   return waitUntil(what, () => {
     if (!invariant()) throw new DemoFailure(`expected ${what}, but that stopped being true`);
     return Date.now() >= until;
-  });
+  }).finally(() => clearTimeout(timer));
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------- clean-up
 
@@ -248,7 +381,7 @@ let cleaning: Promise<void> | undefined;
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
     const killMembers = () => {
-      for (const member of members) member.process.killNow();
+      for (const member of members) if (member.alive) member.child.kill("SIGKILL");
     };
     killMembers();
     if (!cluster && etcdStarting) cluster = await etcdStarting.catch(() => undefined);
@@ -262,7 +395,13 @@ function cleanup(): Promise<void> {
 /** Last resort on the way out, synchronous: nothing may outlive the demo. */
 function cleanupSync(): void {
   for (const member of members) {
-    member.process.killNow();
+    if (member.alive) {
+      try {
+        member.child.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
   }
   for (const server of cluster?.members ?? []) {
     if (server.running && server.pid) {
@@ -320,8 +459,9 @@ async function main(): Promise<number> {
   if (interrupted) return new Promise<number>(() => {});
   say(`etcd is up at ${cluster.clientUrls.join(", ")} (throwaway data dir)`);
 
-  const config = { backend: api, key: ELECTION_KEY, ttl: TTL_SECONDS, hosts: cluster.hostPorts };
-  for (const name of MEMBER_NAMES) members.push(new Member(name, config));
+  const config: MemberConfig = { key: ELECTION_KEY, ttl: TTL_SECONDS, api, endpoints: cluster.clientUrls };
+  for (const name of MEMBER_NAMES) members.push(new Member(name, config, onMemberEvent));
+  for (const member of members) void member.exited.then(recheck);
 
   // 1. A leader, and everyone else knows it.
   await waitUntil("a leader that every member knows", () => agreedLeader() !== undefined);
@@ -330,12 +470,12 @@ async function main(): Promise<number> {
   await hold(FIRST_TERM_MS, `${first.name} to keep leading, followed by the others`, () => agreedLeader() === first);
 
   // 2. Graceful stop: the leader leaves, deleting its key; the next one takes over at once.
-  const electionsBeforeStop = elections.length;
+  const electionsBeforeStop = terms.length;
   const stopAt = Date.now();
-  say(`stopping ${first.name} cleanly (await election.leave())`);
+  say(`stopping ${first.name} cleanly (SIGTERM: it stops its command and leaves the election)`);
   first.leave();
-  await waitUntil("the next leader after the clean stop", () => elections.length > electionsBeforeStop);
-  const gracefulTerm = elections[electionsBeforeStop]!;
+  await waitUntil("the next leader after the clean stop", () => terms.length > electionsBeforeStop);
+  const gracefulTerm = terms[electionsBeforeStop]!;
   const gracefulMs = gracefulTerm.t - stopAt;
   timeline(gracefulTerm.t, "demo", `failover after clean stop: ${gracefulMs} ms`);
   await waitForExit(first, `${first.name} leaves and exits`);
@@ -345,12 +485,12 @@ async function main(): Promise<number> {
   await hold(SECOND_TERM_MS, `${second.name} to keep leading, followed by the others`, () => agreedLeader() === second);
 
   // 3. Crash: SIGKILL the leader; nobody deletes its key, it has to expire.
-  const electionsBeforeKill = elections.length;
+  const electionsBeforeKill = terms.length;
   const killAt = Date.now();
   say(`killing ${second.name} (SIGKILL): no clean-up, its key must expire (TTL ${TTL_SECONDS} s)`);
   second.kill();
-  await waitUntil("the next leader after the crash", () => elections.length > electionsBeforeKill);
-  const crashTerm = elections[electionsBeforeKill]!;
+  await waitUntil("the next leader after the crash", () => terms.length > electionsBeforeKill);
+  const crashTerm = terms[electionsBeforeKill]!;
   const crashMs = crashTerm.t - killAt;
   timeline(crashTerm.t, "demo", `failover after crash: ${seconds(crashMs, 2)} s`);
 
@@ -365,11 +505,9 @@ async function main(): Promise<number> {
   flushAll();
 
   // Summary.
-  const report = checkHistories(members.map((m) => m.process.history()), { allowedOverlapMs: 0, endOfHistory: Date.now() });
-  const overlapping = report.overlaps.map(
-    (o) => `${o.members[1]} (token ${o.tokens[1]}) and ${o.members[0]} (token ${o.tokens[0]}) both led for ${o.overlapMs} ms`,
-  );
-  const increasing = report.tokensIncrease.ok;
+  const overlapping = overlaps();
+  const tokens = terms.map((term) => term.token);
+  const increasing = tokens.every((token, i) => Number.isFinite(token) && (i === 0 || token > tokens[i - 1]!));
   const rows: [string, string][] = [
     ["TTL", `${TTL_SECONDS} s`],
     [`clean stop of ${first.name}`, `${gracefulTerm.name} elected ${gracefulMs} ms later`],
@@ -377,7 +515,7 @@ async function main(): Promise<number> {
       `crash of ${second.name}`,
       `${crashTerm.name} elected ${seconds(crashMs, 2)} s later (${(crashMs / (TTL_SECONDS * 1000)).toFixed(2)} × TTL)`,
     ],
-    ["fencing tokens", `${elections.map((term) => `${term.token} (${term.name})`).join(" < ")}${increasing ? "" : "  NOT INCREASING"}`],
+    ["fencing tokens", `${terms.map((term) => `${term.token} (${term.name})`).join(" < ")}${increasing ? "" : "  NOT INCREASING"}`],
     ["leaders at once", overlapping.length === 0 ? "never more than one" : overlapping.join("; ")],
   ];
   const width = Math.max(...rows.map(([label]) => label.length));
@@ -405,7 +543,10 @@ function reportFailure(err: unknown): void {
       const role = m.leading ? `leads (token ${m.token})` : m.follows ? `follows ${m.follows}` : "no leader known";
       process.stderr.write(`  ${m.name.padEnd(8)}  ${m.describeExit()}, ${role}\n`);
     }
-    for (const m of members) process.stderr.write(`\n--- ${m.name} output (last lines)\n${m.process.recentOutput()}\n`);
+    for (const m of members) {
+      const tail = m.stderrTail();
+      if (tail) process.stderr.write(`\n--- ${m.name} stderr\n${tail}\n`);
+    }
   }
   for (const server of cluster?.members ?? []) {
     if (server.running) continue;

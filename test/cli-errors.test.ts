@@ -37,7 +37,7 @@ describe("etcd-leader: usage errors and unreachable etcd", { timeout: 120_000 },
     { why: "a certificate without its key", args: ["who", "--cert", "/etc/hostname", "/k"], message: /--cert and --key go together/ },
     { why: "a CA file that does not exist", args: ["who", "--cacert", "/no/such/ca.pem", "/k"], message: /--cacert \/no\/such\/ca.pem: cannot read it \(ENOENT\)/ },
     { why: "a password without a user", args: ["who", "--password", "pw", "/k"], message: /--password needs --user/ },
-    { why: "the NATS backend", args: ["who", "--backend", "nats", "--server", "nats://127.0.0.1:4222", "--bucket", "leaders", "/k"], message: /the NATS backend is not available in this build/ },
+    { why: "an unknown backend", args: ["who", "--backend", "zookeeper", "/k"], message: /--backend must be etcd or nats, got "zookeeper"/ },
   ];
   for (const { why, args, message } of usageCases) {
     it(`${why}: exit 64 with a helpful message`, async () => {

@@ -58,6 +58,14 @@ describe("the etcd-leader command from the packed tarball", { timeout: 120_000 }
     assert.doesNotMatch(result.stderr, /^\s+at /m);
   });
 
+  it("--backend nats without the NATS client installed says how to install it (exit 69)", () => {
+    // Checked before any connection is made: no server is needed.
+    const result = npx(["who", "--backend", "nats", "--bucket", "leaders", "k"]);
+    assert.equal(result.status, 69, result.stderr);
+    assert.match(result.stderr, /the @nats-io\/transport-node client is not installed, and --backend nats needs it.*npm install @nats-io\/transport-node @nats-io\/kv/);
+    assert.doesNotMatch(result.stderr, /^\s+at /m);
+  });
+
   it("with a client beside it, runs a command as leader (the built orphan guard included) and exits with its code", () => {
     // The repository's etcd3, as if installed beside etcd-leader.
     const env = { NODE_PATH: join(REPO_ROOT, "node_modules") };

@@ -1,34 +1,36 @@
 // `etcd-leader run` end to end: CLIs as real processes against a real etcd,
-// on both APIs, their commands (test/fixtures/cli-child.cjs) appending to a
+// on both APIs, and against a real nats-server (--backend nats), their commands (test/fixtures/cli-child.cjs) appending to a
 // shared log that the checks read.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { BACKENDS } from "./faults/types";
-import { alive, CHILD, CommandLog, overlaps, runCli, startCli, useCliTestEnvironment } from "./helpers/cli-process";
+import { alive, CHILD, CommandLog, NATS_BUCKET_TTL_SECONDS, overlaps, runCli, startCli, useCliTestEnvironment, type CliStore } from "./helpers/cli-process";
 import { sleep, waitFor } from "./helpers/waiting";
 
-const TTL_SECONDS = 2;
+/** The NATS bucket's TTL too, so that --ttl agrees with it. */
+const TTL_SECONDS = NATS_BUCKET_TTL_SECONDS;
+const STORES: readonly CliStore[] = [...BACKENDS, "nats"];
 /** tsx start-up of a CLI on a loaded 2-core machine. */
 const START_MS = 30_000;
 /** CLI_KILL_RUNS repeats the SIGKILL case, for the figures it prints. */
 const KILL_RUNS = Math.max(1, Number(process.env.CLI_KILL_RUNS ?? 1));
 
-/** SIGKILL of the leading CLI -> the other elected / its command started (ms), per API. */
-const killFailovers: Record<string, string[]> = { v2: [], v3: [] };
+/** SIGKILL of the leading CLI -> the other elected / its command started (ms), per store. */
+const killFailovers: Record<string, string[]> = { v2: [], v3: [], nats: [] };
 
-const { endpoint, newLog } = useCliTestEnvironment(() => {
+const { storeArgs, newLog } = useCliTestEnvironment(() => {
   for (const [api, figures] of Object.entries(killFailovers)) {
     if (figures.length > 0) console.log(`# ${api}: SIGKILL of the leading CLI -> the other elected / its command started (ms): ${figures.join(", ")}`);
   }
-});
+}, { nats: true });
 
-function runArgs(api: string, key: string, name: string, log: CommandLog, extra: string[] = []): string[] {
-  return ["run", "--json", "--api", api, "--endpoints", endpoint(), "--ttl", String(TTL_SECONDS), "--name", name, ...extra, key, "--", process.execPath, CHILD, log.path];
+function runArgs(api: CliStore, key: string, name: string, log: CommandLog, extra: string[] = []): string[] {
+  return ["run", "--json", ...storeArgs(api), "--ttl", String(TTL_SECONDS), "--name", name, ...extra, key, "--", process.execPath, CHILD, log.path];
 }
 
-for (const api of BACKENDS) {
-  describe(`etcd-leader run (${api})`, { timeout: 120_000 + KILL_RUNS * 30_000 }, () => {
+for (const api of STORES) {
+  describe(`etcd-leader run (${api === "nats" ? "NATS KV" : `etcd ${api}`})`, { timeout: 120_000 + KILL_RUNS * 30_000 }, () => {
     it("two runs compete: the command runs in exactly one, and moves to the other when the first is stopped", async () => {
       const key = `/cli/${randomUUID()}`;
       const log = newLog();
@@ -96,7 +98,7 @@ for (const api of BACKENDS) {
       const log = newLog();
       const { code, stderr } = await runCli(runArgs(api, key, "a", log), START_MS, { CHILD_EXIT_AFTER_MS: "200", CHILD_EXIT_CODE: "7" });
       assert.equal(code, 7, stderr);
-      const who = await runCli(["who", "--api", api, "--endpoints", endpoint(), key]);
+      const who = await runCli(["who", ...storeArgs(api), key]);
       assert.equal(who.code, 3, `nobody leads after the CLI left: ${who.stdout}`);
     });
 
@@ -133,12 +135,12 @@ for (const api of BACKENDS) {
 
     it("a command that does not exist ends the CLI with 127 and a message, after leaving", async () => {
       const key = `/cli/${randomUUID()}`;
-      const args = ["run", "--api", api, "--endpoints", endpoint(), "--ttl", "2", key, "--", "no-such-command-here"];
+      const args = ["run", ...storeArgs(api), "--ttl", "2", key, "--", "no-such-command-here"];
       const { code, stderr } = await runCli(args, START_MS);
       assert.equal(code, 127);
       assert.match(stderr, /no-such-command-here: command not found/);
       assert.doesNotMatch(stderr, /\n\s+at /, "no stack trace");
-      const who = await runCli(["who", "--api", api, "--endpoints", endpoint(), key]);
+      const who = await runCli(["who", ...storeArgs(api), key]);
       assert.equal(who.code, 3);
     });
   });

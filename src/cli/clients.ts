@@ -1,7 +1,8 @@
-// Builds the store client a command talks through, from etcdctl's flags:
+// Builds the store a command talks to. For etcd, from etcdctl's flags:
 // --endpoints (or ETCDCTL_ENDPOINTS), --cacert/--cert/--key, --user/--password,
-// and --api v2 for node-etcd. This is the one place that knows how each client
-// library is configured; the commands only see `client` and `close()`.
+// and --api v2 for node-etcd; `--backend nats` hands over to
+// src/cli/nats-store.ts. This is the one place that knows how each etcd
+// client library is configured; the commands only see a Store.
 //
 // The clients are optional peer dependencies of the package: they are loaded
 // here, only for the API asked for, and a missing one is reported with the
@@ -9,14 +10,14 @@
 import { readFileSync } from "node:fs";
 import etcdLeader = require("../index");
 import { CliError, EXIT } from "./exit";
+import { connectNats, type NatsFlags } from "./nats-store";
+import type { Store } from "./store";
 
 export type Api = "v3" | "v2";
 
 export interface ConnectionFlags {
   backend: "etcd" | "nats";
-  /** NATS: the server URL and the KV bucket. */
-  server?: string | undefined;
-  bucket?: string | undefined;
+  nats: NatsFlags;
   endpoints: string[];
   api: Api;
   cacert?: string | undefined;
@@ -26,19 +27,20 @@ export interface ConnectionFlags {
   password?: string | undefined;
 }
 
-export interface StoreConnection {
-  /** What the library's factory takes: an Etcd3 or a node-etcd client. */
-  client: unknown;
-  /** For messages: "etcd v3 at http://127.0.0.1:2379". */
-  description: string;
-  close(): void;
+export async function connect(flags: ConnectionFlags): Promise<Store> {
+  if (flags.backend === "nats") return connectNats(flags.nats);
+  const { client, description, close } = connectEtcd(flags);
+  return {
+    description,
+    flagsToCheck: "check --endpoints (or ETCDCTL_ENDPOINTS), the TLS files (--cacert, --cert, --key), --user, and --api",
+    election: async (key, name, ttlSeconds) => etcdLeader({ client, key, name, ...(ttlSeconds === undefined ? {} : { ttl: ttlSeconds }) }),
+    observe: (key) => etcdLeader.observe({ client, key }),
+    whoLeads: (key, requestTimeout) => etcdLeader.whoLeads(client, key, { requestTimeout }),
+    close: async () => close(),
+  };
 }
 
-export function connect(flags: ConnectionFlags): StoreConnection {
-  if (flags.backend === "nats") {
-    // The flags are reserved (--server, --bucket, NATS's own names); the NATS KV backend plugs in here.
-    throw new CliError(EXIT.usage, "the NATS backend is not available in this build: use --backend etcd (the default)");
-  }
+function connectEtcd(flags: ConnectionFlags): { client: unknown; description: string; close(): void } {
   const tls = readTlsFiles(flags);
   const { user, password } = splitUser(flags);
   const description = `etcd ${flags.api} at ${flags.endpoints.join(",")}`;
@@ -71,14 +73,15 @@ export function connect(flags: ConnectionFlags): StoreConnection {
   return { client, description, close: () => client.close() };
 }
 
-function loadClient(name: "etcd3" | "node-etcd", forWhat: string): unknown {
+/** `install`: the packages to name in the message, when more than `name` is needed. */
+export function loadClient(name: "etcd3" | "node-etcd" | "@nats-io/transport-node" | "@nats-io/kv", forWhat: string, install: string = name): unknown {
   try {
     return require(name);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") throw err;
     throw new CliError(
       EXIT.unavailable,
-      `the ${name} client is not installed, and ${forWhat} needs it: install it beside etcd-leader (npm install ${name})`,
+      `the ${name} client is not installed, and ${forWhat} needs it: install it beside etcd-leader (npm install ${install})`,
     );
   }
 }

@@ -8,15 +8,23 @@ const CONNECTION = `Connecting (as etcdctl):
   --key FILE            private key of the client certificate
   --user NAME[:PW]      user for etcd authentication
   --password PW         its password, if not given in --user
-  --backend etcd|nats   store (default etcd); nats takes --server URL and --bucket NAME
-                        (the NATS backend is not available in this build)
+  --backend etcd|nats   store (default etcd)
+
+On NATS JetStream KV (--backend nats, as the nats tool):
+  --server URLS         NATS servers, comma-separated (default: $NATS_URL, else nats://127.0.0.1:4222)
+  --bucket NAME         the KV bucket; its TTL (max_age) is the members' TTL, so
+                        --ttl may be left out and must match it if given
+  --tlsca FILE          CA certificate to verify the server's TLS certificate
+  --tlscert FILE        client certificate for TLS (with --tlskey)
+  --tlskey FILE         private key of the client certificate
+  --user NAME, --password PW   user and password
 
 Output:
   --json                JSON lines instead of readable lines
   --quiet               no state changes on stderr
   -h, --help            this help`;
 
-export const TOOL_HELP = `etcd-leader: leader election from the command line, on etcd.
+export const TOOL_HELP = `etcd-leader: leader election from the command line, on etcd or NATS JetStream KV.
 
 Usage:
   etcd-leader run KEY [flags] [--] COMMAND [ARGS...]   run COMMAND only while this member leads KEY
@@ -27,7 +35,7 @@ Usage:
 'etcd-leader COMMAND --help' describes each command's flags.
 
 Exit codes: 0 ok; the command's own code (run); 3 nobody leads (who); 64 bad usage;
-69 etcd unavailable; 70 internal error; 75 the on-unelected hook failed;
+69 store unavailable (etcd or NATS, or the bucket is missing); 70 internal error; 75 the on-unelected hook failed;
 126 command not executable; 127 command not found.
 
 ${CONNECTION}`;
@@ -45,7 +53,7 @@ its stdout and stderr are etcd-leader's. State changes go to stderr.
 
 Flags:
   --name NAME           member name shown to others (default: HOSTNAME-PID)
-  --ttl SECONDS         membership lifetime without renewal (default 10)
+  --ttl SECONDS         membership lifetime without renewal (default 10; NATS: the bucket's)
   --signal SIG          signal that stops COMMAND (default SIGTERM)
   --grace SECONDS       time COMMAND gets to stop before SIGKILL (default 5)
   --restart             start COMMAND again if it exits while this member leads
@@ -61,6 +69,8 @@ Examples:
   etcd-leader run /services/mailer/leader -- node mailer.js
   # a cron job that runs on one host of many
   etcd-leader run --ttl 5 /cron/nightly-report -- ./report.sh
+  # on NATS, in a bucket made with: nats kv add --ttl 10s leaders
+  etcd-leader run --backend nats --server nats://10.0.0.1:4222 --bucket leaders mailer -- node mailer.js
   # elector-style hooks
   etcd-leader run /vip/leader --on-elected 'ip addr add 10.0.0.5/24 dev eth0' \\
       --on-unelected 'ip addr del 10.0.0.5/24 dev eth0'
@@ -75,13 +85,14 @@ Prints the leader of the election at KEY and its fencing token, once, and exits
 Examples:
   etcd-leader who /services/mailer/leader
   etcd-leader who --json --endpoints https://10.0.0.1:2379 --cacert ca.pem /services/mailer/leader
+  etcd-leader who --backend nats --bucket leaders mailer
 
 ${CONNECTION}`;
 
 export const WATCH_HELP = `Usage: etcd-leader watch KEY [flags]
 
 Prints the leader of the election at KEY, then every change of leader, one line
-each, until interrupted. Never writes to etcd.
+each, until interrupted. Never writes to the store.
 
 Examples:
   etcd-leader watch /services/mailer/leader

@@ -7,11 +7,12 @@
 import { hostname } from "node:os";
 import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { connect, type Api, type StoreConnection } from "./clients";
+import { connect, type Api, type ConnectionFlags } from "./clients";
 import { CliError, EXIT } from "./exit";
 import { RUN_HELP, TOOL_HELP, WATCH_HELP, WHO_HELP } from "./help";
 import { Reporter } from "./report";
 import { run, type RunSettings } from "./run";
+import type { Store } from "./store";
 import { watch } from "./watch";
 import { who } from "./who";
 
@@ -28,6 +29,9 @@ const COMMON: Options = {
   backend: { type: "string" },
   server: { type: "string" },
   bucket: { type: "string" },
+  tlscert: { type: "string" },
+  tlskey: { type: "string" },
+  tlsca: { type: "string" },
   json: { type: "boolean" },
   quiet: { type: "boolean" },
   help: { type: "boolean", short: "h" },
@@ -85,13 +89,13 @@ export async function main(argv: string[], shutdown: AbortSignal): Promise<numbe
   }
   const reporter = new Reporter(values.quiet ? "quiet" : values.json ? "json" : "text");
   const settings = command === "run" ? runSettings(key, values, commandLine) : undefined;
-  const connection = connect(connectionFlags(values));
+  const store = await connect(connectionFlags(values));
   try {
-    if (command === "run") return await run(connection.client, settings!, reporter, shutdown, connection.description);
-    if (command === "watch") return await watch(connection.client, key, connection.description, !!values.json, reporter, shutdown);
-    return await who(connection.client, key, connection.description, !!values.json);
+    if (command === "run") return await run(store, settings!, reporter, shutdown);
+    if (command === "watch") return await watch(store, key, !!values.json, reporter, shutdown);
+    return await who(store, key, !!values.json);
   } finally {
-    close(connection);
+    await close(store);
   }
 }
 
@@ -129,7 +133,7 @@ function runSettings(key: string, values: Values, commandLine: string[]): RunSet
   return {
     key,
     name: (values.name as string | undefined) ?? `${hostname()}-${process.pid}`,
-    ttl: number(values, "ttl", 10, { integer: true, min: 1 }),
+    ttl: values.ttl === undefined ? undefined : number(values, "ttl", 0, { integer: true, min: 1 }),
     command: commandLine,
     restart: !!values.restart,
     stopSignal: signalName(values.signal as string | undefined),
@@ -144,11 +148,21 @@ function runSettings(key: string, values: Values, commandLine: string[]): RunSet
   };
 }
 
-function connectionFlags(values: Values) {
+/** Flags of one store given to the other, and what to give instead. */
+const ETCD_ONLY = { endpoints: "--server", api: "", cacert: "--tlsca", cert: "--tlscert", key: "--tlskey" } as const;
+const NATS_ONLY = { server: "--endpoints", bucket: "", tlsca: "--cacert", tlscert: "--cert", tlskey: "--key" } as const;
+
+function connectionFlags(values: Values): ConnectionFlags {
   const api = (values.api as string | undefined) ?? "v3";
   if (api !== "v3" && api !== "v2") throw usage(`--api must be v3 or v2, got ${JSON.stringify(api)}`);
   const backend = (values.backend as string | undefined) ?? "etcd";
   if (backend !== "etcd" && backend !== "nats") throw usage(`--backend must be etcd or nats, got ${JSON.stringify(backend)}`);
+  const foreign = backend === "nats" ? ETCD_ONLY : NATS_ONLY;
+  for (const [flag, instead] of Object.entries(foreign)) {
+    if (values[flag] === undefined) continue;
+    const other = backend === "nats" ? "etcd" : "--backend nats";
+    throw usage(`--${flag} is for ${other}, and this is ${backend === "nats" ? "--backend nats" : "etcd"}${instead ? `: use ${instead}` : ""}`);
+  }
   const endpoints = ((values.endpoints as string | undefined) ?? process.env.ETCDCTL_ENDPOINTS ?? "127.0.0.1:2379")
     .split(",")
     .map((endpoint) => endpoint.trim())
@@ -156,8 +170,15 @@ function connectionFlags(values: Values) {
   if (endpoints.length === 0) throw usage("--endpoints is empty: give at least one, e.g. --endpoints http://127.0.0.1:2379");
   return {
     backend: backend as "etcd" | "nats",
-    server: values.server as string | undefined,
-    bucket: values.bucket as string | undefined,
+    nats: {
+      server: values.server as string | undefined,
+      bucket: values.bucket as string | undefined,
+      tlscert: values.tlscert as string | undefined,
+      tlskey: values.tlskey as string | undefined,
+      tlsca: values.tlsca as string | undefined,
+      user: values.user as string | undefined,
+      password: values.password as string | undefined,
+    },
     endpoints,
     api: api as Api,
     cacert: values.cacert as string | undefined,
@@ -189,9 +210,9 @@ function usage(message: string, command?: CommandName): CliError {
   return new CliError(EXIT.usage, `${message}\nsee: etcd-leader ${command ?? ""}${command ? " " : ""}--help`);
 }
 
-function close(connection: StoreConnection): void {
+async function close(store: Store): Promise<void> {
   try {
-    connection.close();
+    await store.close();
   } catch {
     // Closing is best effort on the way out.
   }

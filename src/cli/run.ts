@@ -20,12 +20,14 @@ import { Hooks, type HookSettings } from "./hooks";
 import { OrphanGuard } from "./orphan-guard-client";
 import { ProcessGroup } from "./process-group";
 import type { Reporter } from "./report";
+import type { Store } from "./store";
 import { readLeader } from "./who";
 
 export interface RunSettings {
   key: string;
   name: string;
-  ttl: number;
+  /** Seconds; undefined: the store's default (etcd 10, NATS the bucket's TTL). */
+  ttl: number | undefined;
   /** The command and its arguments; empty when hooks alone mark the term. */
   command: string[];
   restart: boolean;
@@ -53,20 +55,14 @@ class EndHookFailed extends CliError {
   }
 }
 
-export async function run(
-  client: unknown,
-  settings: RunSettings,
-  reporter: Reporter,
-  shutdown: AbortSignal,
-  storeDescription: string,
-): Promise<number> {
+export async function run(store: Store, settings: RunSettings, reporter: Reporter, shutdown: AbortSignal): Promise<number> {
   const { key, name } = settings;
-  await readLeader(client, key, storeDescription, 5_000);
-  const election = etcdLeader({ client, key, name, ttl: settings.ttl });
+  await readLeader(store, key, 5_000);
+  const election = await store.election(key, name, settings.ttl);
   election.on("elected", (token) => reporter.state("elected", `${name} leads ${key} (fencing token ${token})`, { token }));
   election.on("unelected", () => reporter.state("unelected", `${name} no longer leads ${key}`));
   election.on("leader", (leader) => reporter.state("leader", `${leader} leads ${key}; ${name} waits`, { leader }));
-  election.on("error", (err) => reporter.state("error", `etcd trouble, retrying: ${err.message}`, { error: err.message }));
+  election.on("error", (err) => reporter.state("error", `store trouble, retrying: ${err.message}`, { error: err.message }));
 
   const guard = OrphanGuard.start();
   const hooks = new Hooks({ ...settings.hooks, stopSignal: settings.stopSignal, graceMs: settings.graceMs }, guard, reporter);

@@ -1,22 +1,15 @@
 // `etcd-leader watch KEY`: one line on stdout for the leader when it starts
 // and for every change after, until SIGINT/SIGTERM. Readable lines, or JSON
 // lines with --json. Never writes to the store.
-import etcdLeader = require("../index");
 import { EXIT } from "./exit";
 import type { Reporter } from "./report";
+import type { Store } from "./store";
 import { readLeader } from "./who";
 
-export async function watch(
-  client: unknown,
-  key: string,
-  storeDescription: string,
-  json: boolean,
-  reporter: Reporter,
-  shutdown: AbortSignal,
-): Promise<number> {
-  await readLeader(client, key, storeDescription, 5_000);
-  const observer = etcdLeader.observe({ client, key });
-  observer.on("error", (err) => reporter.state("error", `etcd trouble, retrying: ${err.message}`, { error: err.message }));
+export async function watch(store: Store, key: string, json: boolean, reporter: Reporter, shutdown: AbortSignal): Promise<number> {
+  await readLeader(store, key, 5_000);
+  const observer = store.observe(key);
+  observer.on("error", (err) => reporter.state("error", `store trouble, retrying: ${err.message}`, { error: err.message }));
   try {
     for await (const leader of observer.changes({ signal: shutdown })) {
       const at = new Date().toISOString();

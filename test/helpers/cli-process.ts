@@ -9,7 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, afterEach, before } from "node:test";
+import { connect } from "@nats-io/transport-node";
+import { Kvm } from "@nats-io/kv";
 import { startEtcd, type EtcdCluster } from "./etcd-server";
+import { startNats, type NatsServer } from "./nats-server";
 import { exitOrFail, sleep } from "./waiting";
 
 const REPO_ROOT = join(__dirname, "..", "..");
@@ -216,21 +219,42 @@ export function overlaps(records: ChildRecord[], now = Date.now()): string[] {
   return problems;
 }
 
+/** The stores a CLI test can point the command at: etcd through either API, or a NATS KV bucket. */
+export type CliStore = "v2" | "v3" | "nats";
+
+/** The KV bucket `useCliTestEnvironment({ nats: true })` makes, and its TTL (max_age). */
+export const NATS_BUCKET = "cli_elections";
+export const NATS_BUCKET_TTL_SECONDS = 2;
+
 /**
- * The hooks every CLI test file needs: one etcd for the file, every CLI
- * SIGKILLed after each test, the command logs removed at the end, and the
- * test process made to exit. `onEnd` runs before etcd stops.
+ * The hooks every CLI test file needs: one etcd for the file (and, with
+ * `nats`, one nats-server with the bucket NATS_BUCKET), every CLI SIGKILLed
+ * after each test, the command logs removed at the end, and the test process
+ * made to exit. `onEnd` runs before the servers stop.
  */
-export function useCliTestEnvironment(onEnd: () => void | Promise<void> = () => undefined): {
+export function useCliTestEnvironment(
+  onEnd: () => void | Promise<void> = () => undefined,
+  { nats: withNats = false }: { nats?: boolean } = {},
+): {
   etcd: () => EtcdCluster;
   /** The etcd's client URL, for --endpoints. */
   endpoint: () => string;
+  nats: () => NatsServer;
+  /** The flags that point the command at `store`. */
+  storeArgs: (store: CliStore) => string[];
   newLog: () => CommandLog;
 } {
   let etcd: EtcdCluster | undefined;
+  let nats: NatsServer | undefined;
   const logs: CommandLog[] = [];
   before(async () => {
     etcd = await startEtcd();
+    if (withNats) {
+      nats = await startNats();
+      const nc = await connect({ servers: nats.url });
+      await new Kvm(nc).create(NATS_BUCKET, { ttl: NATS_BUCKET_TTL_SECONDS * 1000, history: 1 });
+      await nc.close();
+    }
   });
   afterEach(async () => {
     await killAllClis();
@@ -239,12 +263,16 @@ export function useCliTestEnvironment(onEnd: () => void | Promise<void> = () => 
     await killAllClis();
     await onEnd();
     await etcd?.close();
+    await nats?.close();
     for (const log of logs) log.remove();
     exitOrFail();
   });
   return {
     etcd: () => etcd!,
     endpoint: () => etcd!.clientUrls[0]!,
+    nats: () => nats!,
+    storeArgs: (store) =>
+      store === "nats" ? ["--backend", "nats", "--server", nats!.url, "--bucket", NATS_BUCKET] : ["--api", store, "--endpoints", etcd!.clientUrls[0]!],
     newLog: () => {
       const log = new CommandLog();
       logs.push(log);
