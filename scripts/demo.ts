@@ -16,6 +16,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-server";
+import { overlapStretches } from "../test/helpers/leadership-history";
 
 const TTL_SECONDS = 2;
 const MEMBER_NAMES = ["alpha", "bravo", "charlie"] as const;
@@ -325,17 +326,10 @@ function endTerm(member: Member, at: number): void {
   if (term && term.end === undefined) term.end = at;
 }
 
-/** Pairs of terms that overlapped in time: two members believing they led at once. */
+/** Stretches of time in which two members believed they led at once (the test kit's checker). */
 function overlaps(): string[] {
-  const found: string[] = [];
-  terms.forEach((a, i) => {
-    for (const b of terms.slice(i + 1)) {
-      if (b.t < (a.end ?? Infinity) && a.t < (b.end ?? Infinity)) {
-        found.push(`${b.name} was elected ${b.t - a.t} ms after ${a.name}, which still led`);
-      }
-    }
-  });
-  return found;
+  const intervals = terms.map((term) => ({ member: term.name, start: term.t, end: term.end ?? Infinity }));
+  return overlapStretches(intervals).map((o) => `${o.members.join(" and ")} led at once for ${o.ms} ms`);
 }
 
 function alive(): Member[] {
