@@ -61,7 +61,13 @@ export class MemoryBackend implements etcdLeader.ElectionBackend<Won> {
   ) {}
 
   // Race-style: no join. Wait while someone holds the key, then take it.
-  async awaitTurn(_joined: undefined, onLeader: etcdLeader.LeaderListener, signal: AbortSignal) {
+  // Handed back what it won (a phase started over): ours still, or lost.
+  async awaitTurn(held: etcdLeader.Claim<Won> | undefined, onLeader: etcdLeader.LeaderListener, signal: AbortSignal) {
+    if (held) {
+      const holder = this.store.current();
+      if (holder?.revision !== held.membership.revision) throw new etcdLeader.MembershipLostError(`${held.membership.id} is no longer ours`);
+      return held;
+    }
     for (;;) {
       signal.throwIfAborted();
       const holder = this.store.current();

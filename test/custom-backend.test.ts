@@ -8,6 +8,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import etcdLeader = require("etcd-leader");
+import { MemoryBackend, MemoryStore } from "../examples/in-memory-backend";
+import { withDeadline } from "./helpers/waiting";
 
 describe("an election on a backend of the user's own", () => {
   it("refuses an object that is not a backend, naming what is missing", () => {
@@ -21,5 +23,20 @@ describe("an election on a backend of the user's own", () => {
     const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
     const example = readFileSync(join(__dirname, "..", "examples", "in-memory-backend.ts"), "utf8");
     assert.ok(readme.includes("```ts\n" + example + "```"), "README.md's copy of examples/in-memory-backend.ts differs");
+  });
+
+  it("the example backend, handed back the claim it holds, resolves with it, and throws once the store dropped it", async () => {
+    const store = new MemoryStore();
+    const backend: etcdLeader.ElectionBackend = new MemoryBackend(store, "a", 60_000);
+    const signal = AbortSignal.timeout(5_000);
+    const claim = await backend.awaitTurn(undefined, () => undefined, signal);
+    // Still ours: the same claim back at once, without a new write to the key.
+    const again = await withDeadline(backend.awaitTurn(claim, () => undefined, signal), 1_000, "awaitTurn with the held claim");
+    assert.equal(again, claim);
+    assert.equal(store.revision, claim.token);
+    // Gone, and the key taken by another: lost, never a race against it.
+    store.set(undefined);
+    await new MemoryBackend(store, "b", 60_000).awaitTurn(undefined, () => undefined, signal);
+    await assert.rejects(backend.awaitTurn(claim, () => undefined, signal), etcdLeader.MembershipLostError);
   });
 });

@@ -23,7 +23,7 @@ export class KeyWatch {
     // A watch that opens after we stopped waiting would hold a consumer on the server: stop it.
     opening.then(
       (iterator) => {
-        if (signal.aborted) iterator.stop();
+        if (signal.aborted) stopWatch(iterator);
       },
       () => undefined,
     );
@@ -68,7 +68,7 @@ export class KeyWatch {
 
   close(): void {
     this.closed = true;
-    this.iterator.stop();
+    stopWatch(this.iterator);
   }
 
   private async pump(): Promise<void> {
@@ -84,4 +84,20 @@ export class KeyWatch {
       this.wake?.();
     }
   }
+}
+
+/**
+ * Stops a watch and deletes its consumer on the server. @nats-io/kv's
+ * `stop()` only unsubscribes: the watch's ordered consumer, made with an
+ * inactive threshold of five minutes, would stay on the server that long, one
+ * for every campaign, term and observer that ended. The watch keeps its
+ * consumer as `_data` (@nats-io/kv 3.x); a handle without one is only stopped,
+ * and the server drops the consumer at its threshold. A consumer the client
+ * already replaced (after missed heartbeats) was deleted by the client then.
+ */
+function stopWatch(iterator: NatsKvWatch): void {
+  iterator.stop();
+  const consumer = (iterator as { _data?: { delete?: () => Promise<unknown> } })._data;
+  if (typeof consumer?.delete !== "function") return;
+  consumer.delete().catch(() => undefined);
 }
