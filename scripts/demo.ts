@@ -175,8 +175,8 @@ class Member {
         timeline(at, this.name, "unelected");
         break;
       case "leader":
-        this.follows = event.name;
-        timeline(at, this.name, `follows ${event.name}`);
+        this.follows = event.leader;
+        timeline(at, this.name, `follows ${event.leader}`);
         break;
       case "error":
         timeline(at, this.name, `error: ${event.message}`);
