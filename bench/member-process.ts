@@ -3,7 +3,7 @@
 // the other scenarios run three to a thousand members in one process.
 // It is a program of its own rather than test/fixtures/member.ts because it
 // hosts up to a thousand members per process, of any of the four benchmarked
-// libraries (bench/subjects/), behind one shared client; it speaks the same
+// libraries (bench/subjects/), sharing their clients; it speaks the same
 // JSON-line dialect (test/helpers/member-protocol.ts), naming the member in
 // every event.
 //
@@ -23,7 +23,7 @@
 //   {"op":"exit"}
 // Output, one JSON object per line on stdout:
 //   {"type":"ready","at"}                            once, when commands are taken
-//   {"type":"reply","at","id","ok",…}                for start, `at` is when the members were started
+//   {"type":"reply","at","id","ok",…}                for start and stop, `at` is when they acted
 //   {"type":"elected"|"unelected"|"leader"|"error"|"note","at","name",…}
 //   {"type":"belief","at","name","on":true|false}    changes of isLeader(), from events and sampling
 //   {"type":"fatal","at","message"}                  an uncaught error, just before exiting 70
