@@ -1,19 +1,14 @@
 // The benchmark's side of a member process (bench/member-process.ts): spawns
 // it, sends commands, parses its events, kills it. Every process spawned here
-// is killed when the benchmark exits, however it exits.
+// is killed when the benchmark exits, however it exits. The lines both ways
+// are the member programs' dialect (test/helpers/member-protocol.ts).
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
+import { encodeCommand, parseEvent, type EventLine } from "../test/helpers/member-protocol";
 import type { SubjectId } from "./subjects/types";
 import { now, withDeadline } from "./util";
 
-export interface HostEvent {
-  ev: string;
-  t: number;
-  name?: string;
-  [key: string]: unknown;
-}
-
-type Listener = (event: HostEvent) => void;
+type Listener = (event: EventLine) => void;
 
 const repoRoot = join(__dirname, "..");
 const live = new Set<Host>();
@@ -82,7 +77,7 @@ export class Host {
       failReady(err);
       for (const { reject } of this.pending.values()) reject(err);
       this.pending.clear();
-      for (const listener of this.listeners) listener({ ev: "exit", t: this.exit.t, code, signal });
+      for (const listener of this.listeners) listener({ type: "exit", at: this.exit.t, code, signal });
       for (const listener of this.batchListeners) listener();
     });
   }
@@ -154,7 +149,7 @@ export class Host {
     const reply = new Promise<Record<string, unknown>>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
     });
-    this.child.stdin!.write(JSON.stringify({ op, id, ...args }) + "\n");
+    this.child.stdin!.write(encodeCommand({ ...args, op, id }));
     try {
       return await withDeadline(reply, timeoutMs, `${this.label} ${op}`);
     } finally {
@@ -191,21 +186,19 @@ export class Host {
       const line = this.buffer.slice(0, newline);
       this.buffer = this.buffer.slice(newline + 1);
       if (!line.trim()) continue;
-      let event: HostEvent;
-      try {
-        event = JSON.parse(line) as HostEvent;
-      } catch {
+      const event = parseEvent(line);
+      if (!event) {
         this.stderr += `\n(stdout) ${line}`;
         continue;
       }
-      if (event.ev === "ready") markReady();
-      else if (event.ev === "reply") {
+      if (event.type === "ready") markReady();
+      else if (event.type === "reply") {
         const waiter = this.pending.get(event.id as number);
         if (!waiter) continue;
         if (event.ok) waiter.resolve(event);
         else waiter.reject(new Error(`${this.label}: ${String(event.error)}`));
       } else {
-        if (event.ev === "fatal") this.fatal = String(event.message);
+        if (event.type === "fatal") this.fatal = String(event.message);
         for (const listener of this.listeners) listener(event);
       }
     }

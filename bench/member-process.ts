@@ -1,6 +1,11 @@
 // A process hosting election members of one subject, driven by the benchmark
 // (bench/host.ts). Crash trials run one member per process and SIGKILL it;
 // the other scenarios run three to a thousand members in one process.
+// It is a program of its own rather than test/fixtures/member.ts because it
+// hosts up to a thousand members per process, of any of the four benchmarked
+// libraries (bench/subjects/), sharing their clients; it speaks the same
+// JSON-line dialect (test/helpers/member-protocol.ts), naming the member in
+// every event.
 //
 // Usage: node --expose-gc --import tsx bench/member-process.ts '<json>'
 //   json: { "subject": "ours-v2", "hosts": ["http://127.0.0.1:2379"], "sampleMs": 5 }
@@ -9,7 +14,7 @@
 //   {"op":"init"}                                  create the shared client(s)
 //   {"op":"add","members":[{"key","name","ttl","hosts"?}]}
 //   {"op":"start","names":[...]?,"spreadMs":0}     start members, spread evenly over spreadMs
-//   {"op":"stop","name":"m1"}                      graceful stop; the reply carries when stop() was called
+//   {"op":"stop","name":"m1"}                      graceful stop; the reply's `at` is when stop() was called
 //   {"op":"close","names":[...]?}                  leave and forget members (bounded)
 //   {"op":"stats","gc":true}                       memory and socket figures
 //   {"op":"calls"}                                 etcd3 KV range calls made so far, by kind
@@ -17,13 +22,16 @@
 //   {"op":"running"}                               each member's isRunning() and isLeader()
 //   {"op":"exit"}
 // Output, one JSON object per line on stdout:
-//   {"ev":"reply","id":…,…}
-//   {"ev":"elected"|"unelected"|"leader"|"error"|"note","name","t",…}
-//   {"ev":"belief","name","t","on":true|false}   changes of isLeader(), from events and sampling
+//   {"type":"ready","at"}                            once, when commands are taken
+//   {"type":"reply","at","id","ok",…}                for start and stop, `at` is when they acted
+//   {"type":"elected"|"unelected"|"leader"|"error"|"note","at","name",…}
+//   {"type":"belief","at","name","on":true|false}    changes of isLeader(), from events and sampling
+//   {"type":"fatal","at","message"}                  an uncaught error, just before exiting 70
 // When stdin closes the process exits at once: it never outlives the benchmark.
 import { loadSubject } from "./subjects/index";
 import type { Member, MemberListener, MemberSpec, SubjectId, SubjectRuntime } from "./subjects/types";
 import { errorMessage, now, socketCount, withDeadline } from "./util";
+import { encodeEvent, parseCommand, type CommandLine, type EventLine } from "../test/helpers/member-protocol";
 
 interface Config {
   subject: SubjectId;
@@ -51,13 +59,13 @@ const rangeCalls = { prefix: 0, point: 0 };
 // Output goes out in batches: a thousand members can report in one tick.
 let outBuffer: string[] = [];
 let flushScheduled = false;
-function send(message: object): void {
-  outBuffer.push(JSON.stringify(message));
+function send(event: EventLine): void {
+  outBuffer.push(encodeEvent(event));
   if (!flushScheduled) {
     flushScheduled = true;
     setImmediate(() => {
       flushScheduled = false;
-      const chunk = outBuffer.join("\n") + "\n";
+      const chunk = outBuffer.join("");
       outBuffer = [];
       process.stdout.write(chunk);
     });
@@ -67,7 +75,7 @@ function send(message: object): void {
 function believe(name: string, hosted: Hosted, on: boolean, t: number): void {
   if (hosted.believed === on) return;
   hosted.believed = on;
-  send({ ev: "belief", name, t, on });
+  send({ type: "belief", at: t, name, on });
 }
 
 function listenerFor(name: string): MemberListener {
@@ -75,24 +83,24 @@ function listenerFor(name: string): MemberListener {
   return {
     elected(token) {
       const t = now();
-      send({ ev: "elected", name, t, token });
+      send({ type: "elected", at: t, name, token });
       const h = hosted();
       if (h) believe(name, h, h.member.isLeader(), t);
     },
     unelected(reason) {
       const t = now();
-      send({ ev: "unelected", name, t, reason });
+      send({ type: "unelected", at: t, name, reason });
       const h = hosted();
       if (h) believe(name, h, false, t);
     },
     leader(leader) {
-      send({ ev: "leader", name, t: now(), leader: leader ?? null });
+      send({ type: "leader", at: now(), name, leader: leader ?? null });
     },
     error(message) {
-      send({ ev: "error", name, t: now(), message });
+      send({ type: "error", at: now(), name, message });
     },
     note(message) {
-      send({ ev: "note", name, t: now(), message });
+      send({ type: "note", at: now(), name, message });
     },
   };
 }
@@ -135,7 +143,7 @@ function sampling(): void {
   }
 }
 
-async function handle(command: { op: string; id: number; [key: string]: unknown }): Promise<object> {
+async function handle(command: CommandLine): Promise<object> {
   switch (command.op) {
     case "init":
       return { note: ensureRuntime().clientNote };
@@ -160,7 +168,7 @@ async function handle(command: { op: string; id: number; [key: string]: unknown 
           setTimeout(() => members.get(name)?.member.start(), (spread * i) / names.length);
         });
       }
-      return { t };
+      return { at: t };
     }
     case "stop": {
       const hosted = members.get(command.name as string);
@@ -168,7 +176,7 @@ async function handle(command: { op: string; id: number; [key: string]: unknown 
       const t = now();
       hosted.member.stop();
       believe(command.name as string, hosted, hosted.member.isLeader(), now());
-      return { t };
+      return { at: t };
     }
     case "close": {
       const names = (command.names as string[] | undefined) ?? [...members.keys()];
@@ -178,7 +186,7 @@ async function handle(command: { op: string; id: number; [key: string]: unknown 
         try {
           await withDeadline(hosted.member.close(), 5000, `closing ${name}`);
         } catch (err) {
-          send({ ev: "note", name, t: now(), message: `close: ${errorMessage(err)}` });
+          send({ type: "note", at: now(), name, message: `close: ${errorMessage(err)}` });
         }
         believe(name, hosted, false, now());
         members.delete(name);
@@ -225,7 +233,7 @@ async function handle(command: { op: string; id: number; [key: string]: unknown 
 
 function shutdown(code: number): void {
   if (sampler) clearInterval(sampler);
-  const flush = outBuffer.length ? outBuffer.join("\n") + "\n" : "";
+  const flush = outBuffer.join("");
   outBuffer = [];
   if (flush) process.stdout.write(flush, () => process.exit(code));
   else process.exit(code);
@@ -237,13 +245,16 @@ process.stdin.on("data", (chunk: string) => {
   input += chunk;
   let newline: number;
   while ((newline = input.indexOf("\n")) >= 0) {
-    const line = input.slice(0, newline).trim();
+    const line = input.slice(0, newline);
     input = input.slice(newline + 1);
-    if (!line) continue;
-    const command = JSON.parse(line) as { op: string; id: number };
+    if (!line.trim()) continue;
+    const command = parseCommand(line);
+    // The benchmark only ever sends commands: anything else is a bug in it, and fatal.
+    if (!command) throw new Error(`not a command: ${line}`);
+    // A result's own `at` (when start or stop acted) stands in for the time of the reply.
     handle(command).then(
-      (result) => send({ ev: "reply", id: command.id, ok: true, ...result }),
-      (err: unknown) => send({ ev: "reply", id: command.id, ok: false, error: errorMessage(err) }),
+      (result) => send({ type: "reply", at: now(), id: command.id, ok: true, ...result }),
+      (err: unknown) => send({ type: "reply", at: now(), id: command.id, ok: false, error: errorMessage(err) }),
     );
   }
 });
@@ -254,9 +265,9 @@ process.stdin.on("end", () => process.exit(0));
 function fatal(kind: string, err: unknown): void {
   const message = err instanceof Error ? err.stack ?? err.message : String(err);
   process.stderr.write(`${kind}: ${message}\n`);
-  send({ ev: "fatal", t: now(), message: `${kind}: ${errorMessage(err)}` });
+  send({ type: "fatal", at: now(), message: `${kind}: ${errorMessage(err)}` });
   shutdown(70);
 }
 process.on("uncaughtException", (err) => fatal("uncaught exception", err));
 process.on("unhandledRejection", (err) => fatal("unhandled rejection", err));
-send({ ev: "ready", t: now() });
+send({ type: "ready", at: now() });

@@ -3,7 +3,8 @@
 // deadline. Also the safety record: each change of each member's belief that
 // it leads, from which overlaps (two leaders at once) are computed.
 import { overlapStretches, type OverlapStretch } from "../test/helpers/leadership-history";
-import type { Host, HostEvent } from "./host";
+import type { EventLine } from "../test/helpers/member-protocol";
+import type { Host } from "./host";
 import { addSafety, tally, type Failure, type SafetySummary } from "./scenarios/common";
 import { DeadlineError, errorMessage, now } from "./util";
 
@@ -44,7 +45,7 @@ interface Waiter {
 export class Trial {
   readonly members = new Map<string, MemberState>();
   readonly transitions: Transition[] = [];
-  readonly events: Array<HostEvent & { name: string }> = [];
+  readonly events: Array<EventLine & { name: string }> = [];
   readonly startedAt = now();
   private readonly unsubscribe: Array<() => void> = [];
   private readonly waiters = new Set<Waiter>();
@@ -174,7 +175,7 @@ export class Trial {
   /** The first `elected` by someone other than `except` at or after `after`. */
   electedAfter(after: number, except?: string): { name: string; t: number } | undefined {
     for (const e of this.events) {
-      if (e.ev === "elected" && e.t >= after && e.name !== except) return { name: e.name, t: e.t };
+      if (e.type === "elected" && e.at >= after && e.name !== except) return { name: e.name, t: e.at };
     }
     return undefined;
   }
@@ -212,14 +213,14 @@ export class Trial {
     this.waiters.clear();
   }
 
-  private onEvent(host: Host, event: HostEvent): void {
-    if (event.ev === "exit") {
+  private onEvent(host: Host, event: EventLine): void {
+    if (event.type === "exit") {
       const victims = [...this.members.values()].filter((m) => m.host === host);
       for (const m of victims) {
         if (!m.gone) {
           this.hostFailure ??= `${host.label} died (${host.describeExit()}) ${host.stderrTail(3)}`;
         }
-        this.setBelief(m, false, host.killedAt ?? event.t);
+        this.setBelief(m, false, host.killedAt ?? event.at);
       }
       return;
     }
@@ -227,16 +228,16 @@ export class Trial {
     if (!name) return;
     const m = this.members.get(name);
     if (!m || m.host !== host) return;
-    if (this.keepAllEvents || event.ev !== "leader") this.events.push(event as HostEvent & { name: string });
-    switch (event.ev) {
+    if (this.keepAllEvents || event.type !== "leader") this.events.push(event as EventLine & { name: string });
+    switch (event.type) {
       case "belief":
-        this.setBelief(m, event.on === true, event.t);
+        this.setBelief(m, event.on === true, event.at);
         break;
       case "leader": {
         const leader = (event.leader as string | null) ?? undefined;
         if (leader !== m.knownLeader) {
           m.knownLeader = leader;
-          m.knownLeaderAt = event.t;
+          m.knownLeaderAt = event.at;
         }
         break;
       }

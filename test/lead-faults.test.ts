@@ -58,7 +58,7 @@ async function leaderAndFollower(backend: Backend): Promise<Pair> {
   const first = await start("m0");
   await first.member.waitFor((e) => e.type === "routine-start", START_MS);
   const second = await start("m1");
-  await second.member.waitFor((e) => e.type === "leader" && e.name === "m0", START_MS);
+  await second.member.waitFor((e) => e.type === "leader" && e.leader === "m0", START_MS);
   return { key, leader: first.member, follower: second.member, leaderProxy: first.proxy };
 }
 

@@ -46,7 +46,7 @@ export async function runColdStart(ctx: BenchContext, subject: SubjectInfo): Pro
       release(() => host.request("close", { names }, 30_000).catch(() => undefined));
       await host.request("add", { members: names.map((name) => ({ key, name, ttl })) });
       const started = await host.request("start");
-      const tStart = started.t as number;
+      const tStart = started.at as number;
       const ready = await trial.waitFor("one leader, every other member following someone", () => trial.ready(), 15_000);
       result.readyMs.push(ready.t - tStart);
       result.firstElectedMs.push((trial.electedAfter(tStart)?.t ?? NaN) - tStart);

@@ -61,7 +61,7 @@ export async function leaderChange(trial: Trial, host: Host, learnDeadlineMs: nu
   const current = await trial.waitFor("one leader before the change", () => trial.ready(), 10_000);
   const cpuBefore = (await host.request("cpu")).cpuMs as number;
   const stopped = await host.request("stop", { name: current.leader });
-  const tStop = stopped.t as number;
+  const tStop = stopped.at as number;
   trial.markGone(current.leader);
   const next = await trial.waitFor("the next elected", () => trial.electedAfter(tStop, current.leader), 10_000);
   const remaining = Math.max(0, tStop + learnDeadlineMs - now());

@@ -44,7 +44,7 @@ export async function runGraceful(ctx: BenchContext, subject: SubjectInfo): Prom
       if (!settled) throw new Error(`the election did not stay settled: ${trial.describe()}`);
       result.wrongLeaderNamed += settled.wrong;
       const stopped = await host.request("stop", { name: settled.leader });
-      const tStop = stopped.t as number;
+      const tStop = stopped.at as number;
       trial.markGone(settled.leader);
       const next = await trial.waitFor("the next elected", () => trial.electedAfter(tStop, settled.leader), 10_000);
       result.failoverMs.push(next.t - tStop);

@@ -127,9 +127,9 @@ export async function runPartition(ctx: BenchContext, subject: SubjectInfo, host
       }
       outcome.oldLeaderErrors = trial.members.get(a)!.errors.slice(0, 5);
       outcome.timeline = trial.events
-        .filter((e) => e.ev !== "belief")
+        .filter((e) => e.type !== "belief")
         .slice(0, 80)
-        .map((e) => `${(e.t - tCut).toFixed(0)} ${e.name} ${e.ev}${e.leader !== undefined ? ` ${String(e.leader)}` : ""}${e.message ? ` ${String(e.message).slice(0, 80)}` : ""}`);
+        .map((e) => `${(e.at - tCut).toFixed(0)} ${e.name} ${e.type}${e.leader !== undefined ? ` ${String(e.leader)}` : ""}${e.message ? ` ${String(e.message).slice(0, 80)}` : ""}`);
       outcome.timeline.push(`${(tHeal - tCut).toFixed(0)} heal`);
       result.trials.push(outcome);
     },

@@ -168,7 +168,7 @@ export async function runScale(
     const before = await host.request("stats", { gc: true });
     await host.request("add", { members: names.map((name) => ({ key, name, ttl })) }, 60_000);
     const started = await host.request("start", { spreadMs: p.spreadMs });
-    const tStart = started.t as number;
+    const tStart = started.at as number;
     const ready = await trial.waitFor("one leader, every other member following someone", () => trial.ready(), 20_000 + n * 40);
     run.readyMs = ready.t - tStart;
     const settled = await trial.waitFor("every member naming the leader", () => trial.settled(), 2000).catch(() => undefined);

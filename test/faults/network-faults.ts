@@ -36,7 +36,7 @@ async function partitionTheLeader(c: ScenarioContext, mode: "blackhole" | "reset
   );
   const back = await c.waitForEvent(
     leader,
-    (e) => (e.type === "leader" && e.name === next.member.name) || e.type === "elected",
+    (e) => (e.type === "leader" && e.leader === next.member.name) || e.type === "elected",
     healAt,
     c.recoveryBoundMs,
     `rejoin behind ${next.member.name}`,

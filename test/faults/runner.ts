@@ -372,7 +372,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     await Promise.all(
       c.members
         .filter((m) => m !== c.leader)
-        .map((m) => c.waitForEvent(m, (e) => e.type === "leader" && e.name === c.leader.name, 0, 10_000, `follow ${c.leader.name}`)),
+        .map((m) => c.waitForEvent(m, (e) => e.type === "leader" && e.leader === c.leader.name, 0, 10_000, `follow ${c.leader.name}`)),
     );
     // On NATS the "line" is the key's holder alone: followers hold nothing.
     const fullLine = c.queue ? memberCount : 1;
@@ -541,7 +541,7 @@ async function settledProblem(c: ScenarioContext): Promise<string> {
   for (const member of running) {
     if (member === leader) continue;
     const latest = [...member.events].reverse().find((e) => e.type === "leader");
-    const name = latest && latest.type === "leader" ? latest.name : undefined;
+    const name = latest && latest.type === "leader" ? latest.leader : undefined;
     if (name !== leader.name) return `${member.name} follows ${name ?? "nobody"}, not ${leader.name}`;
   }
   const line = await c.line();
@@ -635,7 +635,7 @@ function timeline(c: ScenarioContext, startedAt: number): string {
           text = `believes it leads until +${((event.until - startedAt) / 1000).toFixed(3)}s`;
           break;
         case "leader":
-          text = `follows ${event.name}`;
+          text = `follows ${event.leader}`;
           break;
         case "error":
         case "crash":

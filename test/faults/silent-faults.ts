@@ -83,7 +83,7 @@ async function backInTheElection(c: ScenarioContext, member: MemberProcess, sinc
       if (!line.some((e) => e.name === member.name)) return undefined;
       if (member === leader) return true;
       const latest = [...member.events].reverse().find((e) => e.type === "leader");
-      return latest?.type === "leader" && latest.name === leader.name ? true : undefined;
+      return latest?.type === "leader" && latest.leader === leader.name ? true : undefined;
     },
     BACK_IN_LINE_BOUND_MS,
     `${member.name} back in the election`,

@@ -81,7 +81,7 @@ export const externalDelete: Scenario = {
     if (!c.queue) {
       // NATS holds nothing for a follower: the old leader simply follows the new one (or won the race again).
       if (next.member !== leader) {
-        await c.waitForEvent(leader, (e) => e.type === "leader" && e.name === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
+        await c.waitForEvent(leader, (e) => e.type === "leader" && e.leader === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
       }
       return { faultAt, healedAt: faultAt, reelection: "required" };
     }
@@ -96,7 +96,7 @@ export const externalDelete: Scenario = {
     );
     c.figure("rejoinedAfterDeleteMs", Date.now() - faultAt);
     c.check(back.key !== entry.key, `${leader.name}'s deleted key is back`);
-    await c.waitForEvent(leader, (e) => e.type === "leader" && e.name === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
+    await c.waitForEvent(leader, (e) => e.type === "leader" && e.leader === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
     return { faultAt, healedAt: faultAt, reelection: "required" };
   },
 };

@@ -10,6 +10,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { HistoryEvent, MemberHistory } from "./leadership-history";
+import { encodeCommand, parseEvent } from "./member-protocol";
 
 export interface MemberConfig {
   backend: "v2" | "v3" | "nats";
@@ -33,7 +34,7 @@ export interface MemberConfig {
 /** What a member process reports: the history events plus the ones only tests care about. */
 export type MemberEvent =
   | HistoryEvent
-  | { type: "leader"; at: number; name: string }
+  | { type: "leader"; at: number; leader: string }
   | { type: "left"; at: number }
   | RoutineEvent
   | { type: "scope-settled"; at: number; outcome: "resolved" | "rejected"; error?: string; cause?: string }
@@ -45,6 +46,7 @@ export type RoutineEvent =
   | { type: "routine-start" | "act" | "act-refused" | "routine-end"; at: number; token: number }
   | { type: "routine-abort"; at: number; token: number; reason: string };
 
+/** The ops a member process takes (sent as {"op": …}, see member-protocol.ts). */
 export type MemberCommand = "start" | "stop" | "leave" | "exit" | "finish";
 
 const FIXTURE = join(__dirname, "..", "fixtures", "member.ts");
@@ -139,7 +141,7 @@ export class MemberProcess {
 
   send(command: MemberCommand): void {
     if (!this.running || this.child.stdin.destroyed) throw new Error(`member ${this.name} is not running`);
-    this.child.stdin.write(`${command}\n`);
+    this.child.stdin.write(encodeCommand({ op: command }));
   }
 
   /**
@@ -235,13 +237,8 @@ export class MemberProcess {
 
   private onStdout(line: string): void {
     this.remember(line);
-    let event: unknown;
-    try {
-      event = JSON.parse(line);
-    } catch {
-      return; // a stray console.log in the library; it is in the recent output
-    }
-    if (typeof event !== "object" || event === null || typeof (event as { type?: unknown }).type !== "string") return;
+    const event = parseEvent(line);
+    if (!event) return; // a stray console.log in the library; it is in the recent output
     this.events.push(event as MemberEvent);
     this.notify();
   }
