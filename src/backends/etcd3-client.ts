@@ -22,6 +22,7 @@
 // is dropped (`untilAborted`).
 import type { IKeyValue, Namespace, Watcher } from "etcd3";
 import { untilAborted } from "../abort";
+import { guardWatchManager } from "./etcd3-watch-guard";
 
 /** What the v3 backend needs of an etcd3 client. */
 export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "if" | "watch" | "leaseClient">;
@@ -100,6 +101,7 @@ export class Watches<Name extends string> {
   add(name: Name, target: WatchTarget, from: number): void {
     if (this.closed) return;
     this.remove(name);
+    guardWatchManager(this.client);
     let builder = this.client.watch();
     if (target.prefix !== undefined) builder = builder.prefix(target.prefix);
     else if (target.key !== undefined) builder = builder.key(target.key);
