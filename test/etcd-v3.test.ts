@@ -12,6 +12,7 @@ import type { Claim } from "../src/backend";
 import { EtcdV3Backend, type V3Membership } from "../src/backends/etcd-v3";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { sleep, waitFor as pollUntil } from "./helpers/waiting";
 
 type Election = ReturnType<typeof etcdLeader>;
 type Recorded = { at: number; type: "elected" | "unelected" | "leader" | "error"; value?: unknown };
@@ -83,17 +84,11 @@ function lastEvent(member: Member, type: Recorded["type"]): Recorded {
   return found;
 }
 
+/** The kit's waitFor, with this file's argument order and default bound. */
 async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await condition())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
+  await pollUntil(what, timeoutMs, condition);
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /** The members' keys under `<key>/`, oldest first. */
 async function line(key: string): Promise<Array<{ key: string; name: string; createRevision: number; lease: string }>> {

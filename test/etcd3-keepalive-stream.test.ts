@@ -11,6 +11,7 @@ import { RequestTimeoutError } from "../src/errors";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { FaultProxy } from "./helpers/fault-proxy";
+import { sleep, waitFor as pollUntil } from "./helpers/waiting";
 
 type Election = ReturnType<typeof etcdLeader>;
 
@@ -73,17 +74,11 @@ async function joined(client: Etcd3, key: string): Promise<{ backend: EtcdV3Back
   return entry;
 }
 
+/** The kit's waitFor, with this file's argument order and default bound. */
 async function waitFor(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await condition())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
+  await pollUntil(what, timeoutMs, condition);
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /** LeaseKeepAlive streams etcd started, ended and has open, and keep-alive messages it received, from its metrics. */
 async function keepAliveMetrics(): Promise<{ started: number; open: number; received: number }> {
