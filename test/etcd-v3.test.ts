@@ -12,6 +12,7 @@ import type { Claim } from "../src/backend";
 import { EtcdV3Backend, type V3Membership } from "../src/backends/etcd-v3";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
+import { etcdMetrics } from "./helpers/store-clients";
 import { sleep, waitFor as pollUntil } from "./helpers/waiting";
 
 type Election = ReturnType<typeof etcdLeader>;
@@ -141,12 +142,7 @@ async function etcdctlRun(args: string[]): Promise<string> {
 
 /** Watchers and LeaseKeepAlive streams open on the etcd server, from its metrics. */
 async function serverStreams(): Promise<{ watchers: number; keepAlives: number }> {
-  const text = await (await fetch(`${cluster.clientUrls[0]}/metrics`)).text();
-  const sum = (pattern: RegExp) =>
-    text
-      .split("\n")
-      .filter((l) => pattern.test(l))
-      .reduce((total, l) => total + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+  const sum = await etcdMetrics(cluster.clientUrls[0]!);
   return {
     watchers: sum(/^etcd_debugging_mvcc_watcher_total /),
     keepAlives:

@@ -11,6 +11,7 @@ import { RequestTimeoutError } from "../src/errors";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { FaultProxy } from "./helpers/fault-proxy";
+import { etcdMetrics } from "./helpers/store-clients";
 import { sleep, waitFor as pollUntil } from "./helpers/waiting";
 
 type Election = ReturnType<typeof etcdLeader>;
@@ -82,12 +83,7 @@ async function waitFor(condition: () => boolean | Promise<boolean>, what: string
 
 /** LeaseKeepAlive streams etcd started, ended and has open, and keep-alive messages it received, from its metrics. */
 async function keepAliveMetrics(): Promise<{ started: number; open: number; received: number }> {
-  const text = await (await fetch(`${cluster.clientUrls[0]}/metrics`)).text();
-  const sum = (pattern: RegExp) =>
-    text
-      .split("\n")
-      .filter((l) => pattern.test(l))
-      .reduce((total, l) => total + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+  const sum = await etcdMetrics(cluster.clientUrls[0]!);
   const started = sum(/^grpc_server_started_total\{[^}]*grpc_method="LeaseKeepAlive"/);
   const handled = sum(/^grpc_server_handled_total\{[^}]*grpc_method="LeaseKeepAlive"/);
   return { started, open: started - handled, received: sum(/^grpc_server_msg_received_total\{[^}]*grpc_method="LeaseKeepAlive"/) };

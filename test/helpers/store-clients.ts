@@ -28,6 +28,12 @@ export class StoreClients {
   }
 }
 
+/** Reads etcd's /metrics once, and returns a sum over it: the values of the lines that match `pattern`, added up. */
+export async function etcdMetrics(clientUrl: string): Promise<(pattern: RegExp) => number> {
+  const lines = (await (await fetch(`${clientUrl}/metrics`, { signal: AbortSignal.timeout(3_000) })).text()).split("\n");
+  return (pattern) => lines.filter((l) => pattern.test(l)).reduce((total, l) => total + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+}
+
 /** Watches etcd holds open right now: the v2 store's watchers, or v3 watchers (etcd_debugging_mvcc_watcher_total). */
 export async function openWatches(clientUrl: string, api: Backend): Promise<number> {
   if (api === "v2") {
