@@ -33,7 +33,8 @@ export async function connect(flags: ConnectionFlags): Promise<Store> {
   return {
     description,
     flagsToCheck: "check --endpoints (or ETCDCTL_ENDPOINTS), the TLS files (--cacert, --cert, --key), --user, and --api",
-    election: async (key, name, ttlSeconds) => etcdLeader({ client, key, name, ...(ttlSeconds === undefined ? {} : { ttl: ttlSeconds }) }),
+    election: async (key, name, ttlSeconds, options = {}) =>
+      etcdLeader({ client, key, name, ...(ttlSeconds === undefined ? {} : { ttl: ttlSeconds }), ...options }),
     observe: (key) => etcdLeader.observe({ client, key }),
     whoLeads: (key, requestTimeout) => etcdLeader.whoLeads(client, key, { requestTimeout }),
     close: async () => close(),

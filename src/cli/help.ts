@@ -49,7 +49,9 @@ term. If COMMAND exits by itself, the member leaves and etcd-leader exits with
 COMMAND's code (--restart: start it again while leading). SIGINT or SIGTERM
 stops COMMAND, leaves the election and exits 0. COMMAND gets ETCD_LEADER_TOKEN
 (the fencing token), ETCD_LEADER_KEY and ETCD_LEADER_NAME in its environment;
-its stdout and stderr are etcd-leader's. State changes go to stderr.
+its stdout and stderr are etcd-leader's. State changes go to stderr. A helper
+process stops COMMAND at the lease deadline even if etcd-leader itself is
+killed or frozen by then.
 
 Flags:
   --name NAME           member name shown to others (default: HOSTNAME-PID)
@@ -63,6 +65,10 @@ Flags:
   --hook-timeout SECONDS  a hook running longer fails (default 60)
   --error-delay SECONDS   after a failed --on-elected hook, stay out of the
                         election this long before rejoining (default 10)
+  --verbose             also report every renewal and the lease deadline it moved
+  --watch-rearm SECONDS   etcd: ask a watch again on a new connection after this
+                        long, which catches a connection that died silently
+                        (default 30; v2's long polls, v3 relies on gRPC keepalive)
 
 Examples:
   # one copy of a worker across all hosts

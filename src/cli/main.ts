@@ -49,6 +49,8 @@ const RUN: Options = {
   "hook-retries": { type: "string" },
   "hook-timeout": { type: "string" },
   "error-delay": { type: "string" },
+  "watch-rearm": { type: "string" },
+  verbose: { type: "boolean" },
 };
 
 type Values = Record<string, string | boolean | undefined>;
@@ -145,11 +147,14 @@ function runSettings(key: string, values: Values, commandLine: string[]): RunSet
       timeoutMs: number(values, "hook-timeout", 60, { min: 0.001 }) * 1000,
     },
     errorDelayMs: number(values, "error-delay", 10, { min: 0 }) * 1000,
+    verbose: !!values.verbose,
+    electionOptions:
+      values["watch-rearm"] === undefined ? {} : { watchRearmInterval: number(values, "watch-rearm", 0, { min: 0.001 }) * 1000 },
   };
 }
 
 /** Flags of one store given to the other, and what to give instead. */
-const ETCD_ONLY = { endpoints: "--server", api: "", cacert: "--tlsca", cert: "--tlscert", key: "--tlskey" } as const;
+const ETCD_ONLY = { endpoints: "--server", api: "", cacert: "--tlsca", cert: "--tlscert", key: "--tlskey", "watch-rearm": "" } as const;
 const NATS_ONLY = { server: "--endpoints", bucket: "", tlsca: "--cacert", tlscert: "--cert", tlskey: "--key" } as const;
 
 function connectionFlags(values: Values): ConnectionFlags {

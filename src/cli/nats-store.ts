@@ -96,7 +96,7 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
   return {
     description,
     flagsToCheck,
-    election: async (key, name, ttlSeconds) => {
+    election: async (key, name, ttlSeconds, options = {}) => {
       if (ttlSeconds !== undefined && ttlSeconds * 1000 !== bucketTtlMs) {
         throw new CliError(
           EXIT.usage,
@@ -105,7 +105,7 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
         );
       }
       try {
-        return await natsLeader(bucket, checkedKey(key), name);
+        return await natsLeader(bucket, checkedKey(key), name, options);
       } catch (err) {
         // A bucket without a TTL, or one too short for the timing: the library's message names both.
         if (err instanceof RangeError) throw new CliError(EXIT.usage, `bucket ${bucketName}: ${err.message}`);

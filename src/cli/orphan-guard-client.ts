@@ -1,5 +1,6 @@
 // The CLI's side of the orphan guard (orphan-guard.ts): starts the guard
-// process once, and tells it which process groups to stop should the CLI die.
+// process once, and tells it which process groups to stop, and by when,
+// should the CLI die or freeze.
 import { spawn, type ChildProcess } from "node:child_process";
 import { extname, join } from "node:path";
 
@@ -29,6 +30,14 @@ export class OrphanGuard {
 
   forget(pgid: number): void {
     this.send(`forget ${pgid}`);
+  }
+
+  /**
+   * The lease deadline (Date.now() ms) the member believes it leads until, or
+   * undefined once the term is over: past it, the guard stops what it watches.
+   */
+  lease(until: number | undefined): void {
+    this.send(`lease ${until === undefined ? "none" : Math.floor(until)}`);
   }
 
   /** The CLI is exiting on its own, with every group it started reaped. */

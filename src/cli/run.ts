@@ -13,6 +13,7 @@
 // - SIGINT or SIGTERM to the CLI: the command is stopped as above, the end
 //   hook runs, the member leaves, and the CLI exits 0.
 // - Without a command, the hooks alone mark the term (elector's model).
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import etcdLeader = require("../index");
 import { delay } from "./delay";
 import { CliError, EXIT } from "./exit";
@@ -36,6 +37,10 @@ export interface RunSettings {
   hooks: Omit<HookSettings, "stopSignal" | "graceMs">;
   /** How long a member whose begin hook failed stays out of the election. */
   errorDelayMs: number;
+  /** Report every renewal (the lease deadline it moved), not only changes of state. */
+  verbose: boolean;
+  /** The election's own options the flags set (watchRearmInterval). */
+  electionOptions: etcdLeader.ElectionOptions;
 }
 
 /** A pause between runs of a command that keeps exiting while --restart keeps it going. */
@@ -58,13 +63,31 @@ class EndHookFailed extends CliError {
 export async function run(store: Store, settings: RunSettings, reporter: Reporter, shutdown: AbortSignal): Promise<number> {
   const { key, name } = settings;
   await readLeader(store, key, 5_000);
-  const election = await store.election(key, name, settings.ttl);
-  election.on("elected", (token) => reporter.state("elected", `${name} leads ${key} (fencing token ${token})`, { token }));
+  const election = await store.election(key, name, settings.ttl, settings.electionOptions);
+  const leaseUntil = () => Date.now() + election.leaseRemaining();
+  election.on("elected", (token) =>
+    reporter.state("elected", `${name} leads ${key} (fencing token ${token})`, { token, until: new Date(leaseUntil()).toISOString() }),
+  );
   election.on("unelected", () => reporter.state("unelected", `${name} no longer leads ${key}`));
   election.on("leader", (leader) => reporter.state("leader", `${leader} leads ${key}; ${name} waits`, { leader }));
   election.on("error", (err) => reporter.state("error", `store trouble, retrying: ${err.message}`, { error: err.message }));
 
   const guard = OrphanGuard.start();
+  // Every confirmed renewal moves the lease deadline: the guard learns it, so
+  // that it stops the command on time even if this process is frozen then.
+  const onRenewal = (message: unknown) => {
+    const renewal = message as etcdLeader.RenewalMessage;
+    if (renewal.source !== election || !renewal.leading) return;
+    const until = leaseUntil();
+    guard.lease(until);
+    if (settings.verbose) {
+      reporter.state("renewed", `${name} renewed its lease: it leads ${key} until ${new Date(until).toISOString()}`, {
+        until: new Date(until).toISOString(),
+        roundTripMs: Math.round(renewal.roundTripMs),
+      });
+    }
+  };
+  subscribe(etcdLeader.channels.renewal, onRenewal);
   const hooks = new Hooks({ ...settings.hooks, stopSignal: settings.stopSignal, graceMs: settings.graceMs }, guard, reporter);
   // Aborted by SIGINT/SIGTERM, or by an end hook that failed: either way the member leaves.
   const stopping = new AbortController();
@@ -72,7 +95,11 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
   let endHookFailure: EndHookFailed | undefined;
   shutdown.addEventListener("abort", onShutdown, { once: true });
 
-  const term = async ({ signal, token }: etcdLeader.LeadershipTerm): Promise<number> => {
+  const term = async ({ signal, token, leaseRemaining }: etcdLeader.LeadershipTerm): Promise<number> => {
+    guard.lease(Date.now() + leaseRemaining());
+    // Registered before anything is started, so the guard forgets the deadline before the end hook runs.
+    signal.addEventListener("abort", () => guard.lease(undefined), { once: true });
+    if (signal.aborted) guard.lease(undefined);
     const env = { ...process.env, ETCD_LEADER_TOKEN: String(token), ETCD_LEADER_KEY: key, ETCD_LEADER_NAME: name };
     if (!(await hooks.begin(env, signal))) {
       await endOfTerm(env);
@@ -150,6 +177,7 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
     return EXIT.ok;
   } finally {
     shutdown.removeEventListener("abort", onShutdown);
+    unsubscribe(etcdLeader.channels.renewal, onRenewal);
     guard.close();
   }
 }

@@ -10,7 +10,7 @@ export interface Store {
   /** The flags to check when the store cannot be read, for the message that says so. */
   readonly flagsToCheck: string;
   /** A member of the election at `key`; `ttlSeconds` undefined: the store's default (etcd 10 s, NATS the bucket's). */
-  election(key: string, name: string, ttlSeconds: number | undefined): Promise<etcdLeader.Election>;
+  election(key: string, name: string, ttlSeconds: number | undefined, options?: etcdLeader.ElectionOptions): Promise<etcdLeader.Election>;
   observe(key: string): etcdLeader.LeaderObserver;
   whoLeads(key: string, requestTimeoutMs: number): Promise<etcdLeader.Leader | undefined>;
   close(): Promise<void>;
