@@ -1,6 +1,6 @@
 // The member processes run as plain JavaScript: at the start of a run the
-// TypeScript of src/ and bench/ (and the member dialect they share with the
-// tests, test/helpers/member-protocol.ts) is transpiled, file by file, into a scratch
+// TypeScript of src/ and bench/ (the member dialect, bench/member-protocol.ts,
+// included) is transpiled, file by file, into a scratch
 // directory under .tmp/ (ignored by git). A member process then starts in a
 // fraction of the time `--import tsx` takes, which matters when a crash trial
 // starts a dozen of them at once on two cores. Same sources, same semantics:
@@ -22,12 +22,11 @@ function sources(dir: string): string[] {
   return out;
 }
 
-/** Transpiles src/, bench/ and the member dialect into a fresh scratch directory; returns it. */
+/** Transpiles src/ and bench/ into a fresh scratch directory; returns it. */
 export function compileMembers(): string {
   const outRoot = join(repoRoot, ".tmp", `bench-js-${process.pid}`);
   rmSync(outRoot, { recursive: true, force: true });
-  const dialect = join(repoRoot, "test", "helpers", "member-protocol.ts");
-  for (const file of [...sources(join(repoRoot, "src")), ...sources(join(repoRoot, "bench")), dialect]) {
+  for (const file of [...sources(join(repoRoot, "src")), ...sources(join(repoRoot, "bench"))]) {
     const output = ts.transpileModule(readFileSync(file, "utf8"), {
       fileName: file,
       compilerOptions: {

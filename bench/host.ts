@@ -1,10 +1,10 @@
 // The benchmark's side of a member process (bench/member-process.ts): spawns
 // it, sends commands, parses its events, kills it. Every process spawned here
 // is killed when the benchmark exits, however it exits. The lines both ways
-// are the member programs' dialect (test/helpers/member-protocol.ts).
+// are the member programs' dialect (bench/member-protocol.ts).
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { encodeCommand, parseEvent, type EventLine } from "../test/helpers/member-protocol";
+import { encodeCommand, parseEvent, type EventLine } from "./member-protocol";
 import type { SubjectId } from "./subjects/types";
 import { now, withDeadline } from "./util";
 

@@ -1,11 +1,13 @@
 // A process hosting election members of one subject, driven by the benchmark
 // (bench/host.ts). Crash trials run one member per process and SIGKILL it;
 // the other scenarios run three to a thousand members in one process.
-// It is a program of its own rather than test/fixtures/member.ts because it
-// hosts up to a thousand members per process, of any of the four benchmarked
-// libraries (bench/subjects/), sharing their clients; it speaks the same
-// JSON-line dialect (test/helpers/member-protocol.ts), naming the member in
-// every event.
+// The tests' members in processes of their own are `etcd-leader run`
+// commands; this one is a host of its own because it holds up to a thousand
+// members per process, of any of the four benchmarked libraries
+// (bench/subjects/), peers included, each driven through its library's API in
+// the same way, so that what is measured is the library and not a wrapper
+// only one of them has. It speaks a JSON-line dialect (bench/member-protocol.ts)
+// and names the member in every event.
 //
 // Usage: node --expose-gc --import tsx bench/member-process.ts '<json>'
 //   json: { "subject": "ours-v2", "hosts": ["http://127.0.0.1:2379"], "sampleMs": 5 }
@@ -31,7 +33,7 @@
 import { loadSubject } from "./subjects/index";
 import type { Member, MemberListener, MemberSpec, SubjectId, SubjectRuntime } from "./subjects/types";
 import { errorMessage, now, socketCount, withDeadline } from "./util";
-import { encodeEvent, parseCommand, type CommandLine, type EventLine } from "../test/helpers/member-protocol";
+import { encodeEvent, parseCommand, type CommandLine, type EventLine } from "./member-protocol";
 
 interface Config {
   subject: SubjectId;

@@ -3,7 +3,7 @@
 // deadline. Also the safety record: each change of each member's belief that
 // it leads, from which overlaps (two leaders at once) are computed.
 import { overlapStretches, type OverlapStretch } from "../test/helpers/leadership-history";
-import type { EventLine } from "../test/helpers/member-protocol";
+import type { EventLine } from "./member-protocol";
 import type { Host } from "./host";
 import { addSafety, tally, type Failure, type SafetySummary } from "./scenarios/common";
 import { DeadlineError, errorMessage, now } from "./util";

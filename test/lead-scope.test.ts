@@ -3,7 +3,8 @@
 // whenElected() waits and leaves nothing behind when called off, whoLeads()
 // reads the leader once, and the one-object factory, start({ signal }),
 // `await using` and the state getter. The timing of the abort against a
-// successor in another process is in lead-faults.test.ts.
+// successor in another process is measured through the command line, whose
+// run is whileLeading(): test/cli-partition.test.ts and cli-freeze.test.ts.
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { afterEach, describe, it } from "node:test";

@@ -118,7 +118,7 @@ describe("election members in their own processes", () => {
     assert.equal(member.isLeaderNow(), true);
     await assert.rejects(member.waitFor((event) => event.type === "crash", 200), (err: Error) => {
       assert.match(err.message, /solo: no matching event within 200 ms/);
-      assert.match(err.message, /"type":"elected"/);
+      assert.match(err.message, /"event":"elected"/);
       return true;
     });
     await member.stop();
@@ -126,7 +126,6 @@ describe("election members in their own processes", () => {
     const exit = member.events.at(-1);
     assert.deepEqual(exit && exit.type === "exit" ? [exit.code, exit.signal] : exit, [0, null]);
     await assert.rejects(member.waitFor((event) => event.type === "elected", 1_000, { fromIndex: member.events.length }), /exited/);
-    assert.throws(() => member.send("start"), /not running/);
   });
 
   test("killAllMembers leaves no process behind", async () => {

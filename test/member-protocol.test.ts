@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { encodeCommand, encodeEvent, parseCommand, parseEvent } from "./helpers/member-protocol";
+import { encodeCommand, encodeEvent, parseCommand, parseEvent } from "../bench/member-protocol";
 
 // The dialect is read line by line from pipes, so a line must survive its own
 // round trip and a reader must pass over what is not a line of the dialect.

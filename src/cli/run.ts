@@ -134,6 +134,8 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
           pid: child.pid,
           signal: settings.stopSignal,
           reason: why,
+          // LeaseExpiredError, MembershipRemovedError, ElectionStoppedError: why the term ended, for scripts.
+          cause: signal.reason instanceof Error ? signal.reason.name : undefined,
         });
         void child.stop();
       };

@@ -2,8 +2,9 @@
 //
 //  1. starts etcd (one server, or a cluster), or for NATS one nats-server with
 //     JetStream and the election's bucket, one FaultProxy per member in
-//     front of it, and the members, each in its own process
-//     (test/fixtures/member.ts) connected only through its own proxy;
+//     front of it, and the members, each an `etcd-leader run` process
+//     (test/helpers/member-process.ts) connected only through its own proxy,
+//     whose command appends its start and SIGTERM to a log of the run;
 //  2. waits until one member leads and every other follows it;
 //  3. runs the scenario's fault, within a time budget;
 //  4. waits until the election has settled: one member leads, every running
@@ -17,6 +18,8 @@
 //  - no two members believe they lead at once beyond the scenario's allowance
 //    (0 ms except where a scenario says otherwise), counting a frozen member's
 //    term only up to the deadline it promised (checkHistories);
+//  - no two members' commands run at once beyond the same allowance (the
+//    command log: from its start to its SIGTERM);
 //  - fencing tokens of successive leaders increase;
 //  - once the fault is over a leader is elected within TTL + 2 s
 //    (RECOVERY_SLACK_MS), and after that moment the election is never
@@ -30,7 +33,6 @@
 // it returns (and `cleanupEverything()` is there for `after` hooks).
 import { randomUUID } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
-import type { ChildProcess } from "node:child_process";
 import { startEtcdCluster, type EtcdCluster } from "../helpers/etcd-server";
 import { FaultProxy } from "../helpers/fault-proxy";
 import { startNats, type NatsServer } from "../helpers/nats-server";
@@ -40,6 +42,7 @@ import {
   type HistoryReport,
   type LeadershipInterval,
 } from "../helpers/leadership-history";
+import { CommandLog, overlaps } from "../helpers/cli-process";
 import { spawnMember, type MemberEvent, type MemberProcess } from "../helpers/member-process";
 import { EtcdAdmin, type LineEntry } from "./etcd-admin";
 import { FAULTS_BUCKET, NatsAdmin } from "./nats-admin";
@@ -119,7 +122,6 @@ export class ScenarioContext {
   readonly extra: Record<string, number> = {};
   readonly marks: Array<{ at: number; label: string }> = [];
   readonly expectedExits = new Map<MemberProcess, ExpectedExit>();
-  readonly stderr = new Map<MemberProcess, string[]>();
   private readonly controller = new AbortController();
 
   constructor(
@@ -336,6 +338,8 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
   const memberCount = scenario.members ?? 3;
   const resources: Resources = { proxies: [], members: [] };
   live.add(resources);
+  // Each member's command (while it leads) appends its start and its SIGTERM here.
+  const commandLog = new CommandLog();
 
   let ctx: ScenarioContext | undefined;
   let outcome: ScenarioOutcome | undefined;
@@ -358,12 +362,12 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
         name: `m${i}`,
         ttl: ttlSeconds,
         ...(backend === "nats" ? { bucket: FAULTS_BUCKET } : {}),
-        ...(scenario.memberOptions ? { options: scenario.memberOptions } : {}),
+        ...(scenario.watchRearmMs !== undefined ? { watchRearmMs: scenario.watchRearmMs } : {}),
+        commandLog,
       });
       resources.members.push(member);
       c.members.push(member);
       c.proxies.set(member, proxy);
-      captureStderr(member, c);
     }
 
     // A settled election: a leader, every other member following it, and a line in etcd that agrees.
@@ -430,6 +434,8 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
 
   const c = ctx;
   const endOfHistory = Date.now();
+  const commandRecords = commandLog.records();
+  commandLog.remove();
   let figures: ScenarioFigures = {
     recoveryMs: undefined,
     longestLeaderlessMs: undefined,
@@ -451,6 +457,10 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
       },
     );
     problems.push(...report.problems);
+    // The step-down guarantee carried to the commands: no two ran at once beyond the same allowance.
+    for (const overlap of overlaps(commandRecords, endOfHistory, scenario.allowedOverlapMs ?? 0)) {
+      problems.push(`commands overlapped: ${overlap}`);
+    }
 
     // Exits: only the ones the scenario caused, and those as it caused them.
     for (const member of c.members) {
@@ -465,7 +475,8 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
         problems.push(`${member.name} was SIGKILLed but exited otherwise (${describeExit(member)})`);
       }
     }
-    for (const [member, lines] of c.stderr) {
+    for (const member of c.members) {
+      const lines = member.unexpectedOutput;
       if (lines.length > 0) problems.push(`${member.name} wrote on stderr: ${lines.slice(0, 5).join(" | ").slice(0, 600)}`);
     }
 
@@ -591,24 +602,6 @@ function checkUnbroken(intervals: LeadershipInterval[], leader: string, faultAt:
   }
   const terms = during.map((i) => `${i.member} ${i.start - faultAt}..${i.end - faultAt} ms (${i.endedBy})`).join(", ");
   return `${leader} was to lead throughout the fault, but the terms from the fault on were: ${terms || "none"}`;
-}
-
-function captureStderr(member: MemberProcess, c: ScenarioContext): void {
-  // MemberProcess keeps only the last lines of output; every stderr line is wanted here, since a
-  // member has nothing to say there unless something went wrong (an unhandled rejection, a warning).
-  const lines: string[] = [];
-  c.stderr.set(member, lines);
-  const child = (member as unknown as { child: ChildProcess }).child;
-  let partial = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    partial += chunk.toString("utf8");
-    const parts = partial.split("\n");
-    partial = parts.pop() ?? "";
-    for (const line of parts) if (line.trim()) lines.push(line);
-  });
-  child.stderr?.on("end", () => {
-    if (partial.trim()) lines.push(partial);
-  });
 }
 
 function describeExit(member: MemberProcess): string {

@@ -16,7 +16,7 @@ import type { Scenario } from "./types";
 const BACK_IN_LINE_BOUND_MS = 20_000;
 
 /** Long polls in these scenarios are re-armed this often, so that a lost one costs little time. */
-const SHORT_REARM = { watchRearmInterval: 1_500 };
+const SHORT_REARM_MS = 1_500;
 
 /**
  * The options and the bound here are etcd's: v2's watch re-arm and the etcd3 client's gRPC keepalive. A
@@ -31,7 +31,7 @@ export const silentLeader: Scenario = {
     "every connection the leader holds goes silent (no FIN, no RST; new connections pass): it keeps leading " +
     "if its renewals get through on a new connection, or steps down by its deadline; either way it is back in " +
     "the election, following or leading, within 20 s",
-  memberOptions: SHORT_REARM,
+  watchRearmMs: SHORT_REARM_MS,
   notFor: { nats: SILENT_NATS },
   async run(c) {
     const leader = c.leader;
@@ -51,7 +51,7 @@ export const silentFollowerThenLeaderLeaves: Scenario = {
   title:
     "every connection of the next member in line goes silent, then the leader stops cleanly: somebody is " +
     "elected within TTL + 2 s of the stop, and the silenced member is back in the election within 20 s",
-  memberOptions: SHORT_REARM,
+  watchRearmMs: SHORT_REARM_MS,
   notFor: { nats: SILENT_NATS },
   async run(c) {
     const leader = c.leader;

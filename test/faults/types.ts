@@ -48,8 +48,8 @@ export interface Scenario {
   ttlSeconds?: number;
   /** etcd servers; more than one makes a cluster. Default 1. (NATS runs use one nats-server.) */
   etcdServers?: number;
-  /** Election options every member is created with (in ms), beyond the TTL. Default none. */
-  memberOptions?: Record<string, unknown>;
+  /** etcd: every member's watchRearmInterval in ms (run --watch-rearm). Default the library's. */
+  watchRearmMs?: number;
   /** Backends the scenario does not apply to, each with the reason (the suite reports it as a skip). */
   notFor?: Partial<Record<FaultBackend, string>>;
   /** Overlap of two members' terms that is tolerated. Default 0. */

@@ -196,9 +196,10 @@ export function alive(pid: number): boolean {
 /**
  * Checks that no two members' commands ran at once: each command runs from its
  * `start` until its `sigterm` (the moment it was told to stop) or `exit`, and
- * no other member's command starts within that span. Returns the violations.
+ * no other member's command starts within that span (by more than
+ * `allowedMs`). Returns the violations.
  */
-export function overlaps(records: ChildRecord[], now = Date.now()): string[] {
+export function overlaps(records: ChildRecord[], now = Date.now(), allowedMs = 0): string[] {
   const spans = new Map<number, { name: string; from: number; to: number }>();
   for (const record of records) {
     if (record.event === "start") spans.set(record.pid, { name: record.name, from: record.at, to: now });
@@ -211,7 +212,7 @@ export function overlaps(records: ChildRecord[], now = Date.now()): string[] {
   const problems: string[] = [];
   let latest: { name: string; from: number; to: number } | undefined;
   for (const span of list) {
-    if (latest && latest.name !== span.name && span.from < latest.to) {
+    if (latest && latest.name !== span.name && latest.to - span.from > allowedMs) {
       problems.push(`${span.name}'s command started at ${span.from}, while ${latest.name}'s ran until ${latest.to}`);
     }
     if (!latest || span.to > latest.to) latest = span;

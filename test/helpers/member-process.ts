@@ -1,66 +1,75 @@
-// Runs election members (test/fixtures/member.ts) as child processes and
-// collects what they report, so that tests can kill, freeze and thaw them like
-// real services and then check their histories with leadership-history.ts.
+// Election members in processes of their own, so that tests can kill, freeze
+// and thaw them like real services: each member is the `etcd-leader run`
+// command (src/cli/main.ts, from source through tsx), the one member program
+// the project has. It runs with --json --verbose, and what it reports on
+// stderr becomes the events the history checker (leadership-history.ts)
+// reads:
+//   elected {token, until}   → elected, then believed {until}
+//   renewed {until}          → believed {until}
+//   unelected, leader, left  → the same
+//   error {error}            → error {message}
+//   joining, command-start, command-stop, command-exit → kept as they are
+// Its command is test/fixtures/cli-child.cjs, which appends its start, its
+// SIGTERM and its exit to a command log (CommandLog in cli-process.ts), so a
+// test can also check that the commands never ran at once.
 //
-// Every child is tracked until it exits. `killAllMembers()` belongs in an
+// Every member is tracked until it exits. `killAllMembers()` belongs in an
 // `after` hook; a process "exit" hook SIGKILLs whatever is left if a test run
-// ends without it, and a child whose stdin closes (the parent died) leaves
-// and exits by itself.
+// ends without it (the orphan guard of each CLI then stops its command).
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { CHILD, CommandLog } from "./cli-process";
 import type { HistoryEvent, MemberHistory } from "./leadership-history";
-import { encodeCommand, parseEvent } from "./member-protocol";
 
 export interface MemberConfig {
   backend: "v2" | "v3" | "nats";
   /** host:port pairs of etcd or nats-server (or of fault proxies in front of them). */
   hosts: string[];
-  /** NATS only: the KV bucket the election key is in (it must exist, with a TTL). */
+  /** NATS only: the KV bucket the election key is in (it must exist, with the TTL as its max age). */
   bucket?: string;
   key: string;
   name: string;
+  /** Seconds; on NATS the bucket's TTL rules and this is not passed. */
   ttl: number;
-  /** Passed to etcdLeader as its options argument (refreshInterval, stepDownMargin, …, in ms). */
-  options?: Record<string, unknown>;
-  /** What the member does (see test/fixtures/member.ts): "events" (default), "lead" or "abandon-wait". */
-  mode?: "events" | "lead" | "abandon-wait";
-  /** In "lead" mode: whileLeading's onLoss. */
-  onLoss?: "rerun" | "reject";
-  /** In "lead" mode: the routine keeps running after its signal aborts, until the "finish" command. */
-  ignoreSignal?: boolean;
+  /** etcd: the election's watchRearmInterval in ms (run --watch-rearm). */
+  watchRearmMs?: number;
+  /** The log the member's command appends to; default: one shared by this test process. */
+  commandLog?: CommandLog;
 }
 
-/** What a member process reports: the history events plus the ones only tests care about. */
+/** What a member reports: the history events plus the ones only tests care about. */
 export type MemberEvent =
   | HistoryEvent
   | { type: "leader"; at: number; leader: string }
   | { type: "left"; at: number }
-  | RoutineEvent
-  | { type: "scope-settled"; at: number; outcome: "resolved" | "rejected"; error?: string; cause?: string }
-  | { type: "wait-resolved"; at: number; token: number }
-  | { type: "wait-rejected"; at: number; error: string; cause?: string };
+  | CommandEvent;
 
-/** What a routine run by whileLeading() reports in "lead" mode. */
-export type RoutineEvent =
-  | { type: "routine-start" | "act" | "act-refused" | "routine-end"; at: number; token: number }
-  | { type: "routine-abort"; at: number; token: number; reason: string };
+/** What the CLI says about its command and its own steps. */
+export interface CommandEvent {
+  type: "joining" | "command-start" | "command-stop" | "command-exit" | "error-state";
+  at: number;
+  [field: string]: unknown;
+}
 
-/** The ops a member process takes (sent as {"op": …}, see member-protocol.ts). */
-export type MemberCommand = "start" | "stop" | "leave" | "exit" | "finish";
-
-const FIXTURE = join(__dirname, "..", "fixtures", "member.ts");
+const MAIN = join(__dirname, "..", "..", "src", "cli", "main.ts");
 const REPO_ROOT = join(__dirname, "..", "..");
 /** Lines of output kept for error messages. */
 const RECENT_LINES = 40;
+/** The command gets this long after SIGTERM (cli-child.cjs exits at once unless told to ignore it). */
+const GRACE_SECONDS = 1;
 
 const running = new Set<MemberProcess>();
+let sharedLog: CommandLog | undefined;
 
 export class MemberProcess {
   readonly name: string;
   readonly pid: number;
+  readonly commandLog: CommandLog;
   /** Every event so far, in arrival order; an `exit` event is appended when the process ends. */
   readonly events: MemberEvent[] = [];
+  /** Output that is not a state report: stderr lines a member writes only when something is wrong, and stdout. */
+  readonly unexpectedOutput: string[] = [];
   /** Resolves with the exit event once the process is gone and its output read. */
   readonly exited: Promise<Extract<MemberEvent, { type: "exit" }>>;
   private readonly child: ChildProcessWithoutNullStreams;
@@ -70,19 +79,22 @@ export class MemberProcess {
 
   constructor(readonly config: MemberConfig) {
     this.name = config.name;
-    // tsx resolves from the working directory, so the child runs from the repository root.
-    this.child = spawn(process.execPath, ["--import", "tsx", FIXTURE, JSON.stringify(config)], {
+    this.commandLog = config.commandLog ?? (sharedLog ??= new CommandLog());
+    // tsx resolves from the working directory, so the CLI runs from the repository root.
+    this.child = spawn(process.execPath, ["--import", "tsx", MAIN, ...cliArguments(config, this.commandLog.path)], {
       cwd: REPO_ROOT,
       stdio: ["pipe", "pipe", "pipe"],
     });
     if (this.child.pid === undefined) throw new Error(`could not start member ${this.name}`);
     this.pid = this.child.pid;
+    this.child.stdin.end();
     running.add(this);
 
-    createInterface({ input: this.child.stdout }).on("line", (line) => this.onStdout(line));
-    createInterface({ input: this.child.stderr }).on("line", (line) => this.remember(`stderr: ${line}`));
-    // Writing to a child that just died must not take the test process down with EPIPE.
-    this.child.stdin.on("error", () => {});
+    createInterface({ input: this.child.stderr }).on("line", (line) => this.onStderr(line));
+    createInterface({ input: this.child.stdout }).on("line", (line) => {
+      this.remember(`stdout: ${line}`);
+      this.unexpectedOutput.push(line);
+    });
 
     let exitAt = Date.now();
     this.child.on("exit", () => {
@@ -139,11 +151,6 @@ export class MemberProcess {
     return () => void this.listeners.delete(deliver);
   }
 
-  send(command: MemberCommand): void {
-    if (!this.running || this.child.stdin.destroyed) throw new Error(`member ${this.name} is not running`);
-    this.child.stdin.write(encodeCommand({ op: command }));
-  }
-
   /**
    * Resolves with the first matching event, looking at the events from index
    * `fromIndex` on (default 0: those already received count too, so there is
@@ -185,17 +192,15 @@ export class MemberProcess {
   /** Sends a signal; for the signals that end the process, resolves once it is gone. */
   async kill(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
     if (!this.running) return;
+    if (signal === "SIGSTOP") return this.pause();
+    if (signal === "SIGCONT") return this.resume();
     this.child.kill(signal);
-    if (signal === "SIGSTOP" || signal === "SIGCONT") {
-      this.paused = signal === "SIGSTOP";
-      return;
-    }
     // A frozen process only acts on SIGTERM once thawed.
     if (this.paused) this.resume();
     await this.exited;
   }
 
-  /** Freezes the process (SIGSTOP): it neither renews nor notices that it should step down. */
+  /** Freezes the CLI (SIGSTOP): it neither renews nor stops its command itself; its orphan guard still does at the deadline. */
   pause(): void {
     if (!this.running) return;
     this.child.kill("SIGSTOP");
@@ -208,18 +213,14 @@ export class MemberProcess {
     this.paused = false;
   }
 
-  /** Asks the member to leave and exit; SIGKILLs it if it has not exited within `graceMs`. */
-  async stop(graceMs = 5_000): Promise<void> {
+  /** SIGTERM, as a supervisor stops it: stop the command, leave, exit 0; SIGKILL if it has not exited within `graceMs`. */
+  async stop(graceMs = 8_000): Promise<void> {
     if (!this.running) {
       await this.exited;
       return;
     }
     if (this.paused) this.resume();
-    try {
-      this.send("exit");
-    } catch {
-      // It died between the check and the write; the exit event is on its way.
-    }
+    this.child.kill("SIGTERM");
     const timer = setTimeout(() => this.child.kill("SIGKILL"), graceMs);
     await this.exited;
     clearTimeout(timer);
@@ -235,11 +236,14 @@ export class MemberProcess {
     if (this.running) this.child.kill("SIGKILL");
   }
 
-  private onStdout(line: string): void {
+  private onStderr(line: string): void {
     this.remember(line);
-    const event = parseEvent(line);
-    if (!event) return; // a stray console.log in the library; it is in the recent output
-    this.events.push(event as MemberEvent);
+    const events = toMemberEvents(line);
+    if (!events) {
+      if (line.trim()) this.unexpectedOutput.push(line);
+      return;
+    }
+    this.events.push(...events);
     this.notify();
   }
 
@@ -250,6 +254,53 @@ export class MemberProcess {
 
   private notify(): void {
     for (const listener of [...this.listeners]) listener();
+  }
+}
+
+function cliArguments(config: MemberConfig, logPath: string): string[] {
+  const store =
+    config.backend === "nats"
+      ? ["--backend", "nats", "--server", config.hosts.join(","), "--bucket", config.bucket ?? missing("bucket")]
+      : ["--api", config.backend, "--endpoints", config.hosts.join(","), "--ttl", String(config.ttl)];
+  const rearm = config.watchRearmMs === undefined ? [] : ["--watch-rearm", String(config.watchRearmMs / 1000)];
+  return [
+    "run", "--json", "--verbose", ...store, ...rearm,
+    "--name", config.name, "--grace", String(GRACE_SECONDS),
+    config.key, "--", process.execPath, CHILD, logPath,
+  ];
+}
+
+function missing(what: string): never {
+  throw new Error(`a NATS member needs its ${what}`);
+}
+
+/** The events a line of `run --json --verbose` stands for; undefined for a line that is not a state report. */
+export function toMemberEvents(line: string): MemberEvent[] | undefined {
+  let report: Record<string, unknown>;
+  try {
+    report = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  if (typeof report !== "object" || report === null || typeof report.event !== "string" || typeof report.at !== "string") return undefined;
+  const { event, at: stamp, ...fields } = report;
+  const at = Date.parse(stamp as string);
+  const until = typeof fields.until === "string" ? Date.parse(fields.until) : undefined;
+  switch (event) {
+    case "elected":
+      return [{ type: "elected", at, token: Number(fields.token) }, ...(until === undefined ? [] : [{ type: "believed" as const, at, until }])];
+    case "renewed":
+      return until === undefined ? [] : [{ type: "believed", at, until }];
+    case "unelected":
+      return [{ type: "unelected", at }];
+    case "leader":
+      return [{ type: "leader", at, leader: String(fields.leader) }];
+    case "left":
+      return [{ type: "left", at }];
+    case "error":
+      return [{ type: "error", at, message: String(fields.error) }];
+    default:
+      return [{ ...fields, type: event as CommandEvent["type"], at }];
   }
 }
 
@@ -305,6 +356,7 @@ export function runningMembers(): MemberProcess[] {
 
 process.on("exit", () => {
   for (const member of running) member.killNow();
+  sharedLog?.remove();
 });
 
 const HISTORY_TYPES = new Set<string>(["elected", "unelected", "believed", "error", "crash", "exit"] satisfies HistoryEvent["type"][]);

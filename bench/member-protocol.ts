@@ -1,9 +1,8 @@
-// The JSON-line dialect every member program speaks with whoever drives it:
-// test/fixtures/member.ts (one member per process; driven by
-// test/helpers/member-process.ts for the tests, the fault suite and the demo)
-// and bench/member-process.ts (many members per process; driven by
-// bench/host.ts). One dialect, so a line means the same thing whichever
-// program wrote it and a reader of one can read the other.
+// The JSON-line dialect of the benchmark's member host (bench/member-process.ts,
+// many members per process, of any benchmarked library) and its driver
+// (bench/host.ts). Its events mean what the library's events mean; the
+// tests' members, `etcd-leader run --json` processes, report the same
+// changes in the command's own format (read by test/helpers/member-process.ts).
 //
 // Events, one JSON object per line on the program's stdout:
 //   {"type":"elected","at":1700000000000.25,"name":"m3","token":12}
