@@ -118,6 +118,83 @@ export function checkTargets(results: BenchResults): TargetLine[] {
     }
   }
 
+  // 5b. A change of leader at N = 100 (the changes after the cold starts, and
+  // the scale run's changes for the requests): stop → next elected no slower
+  // than the best peer's median, every follower told within 100 ms, and at
+  // most one request per follower per change beyond the idle background.
+  if (results.coldStart.length) {
+    const n = results.meta.params.coldStart.n;
+    const failoverOf = (id: string) => summarize((results.coldStart.find((r) => r.subject === id)?.changes ?? []).map((c) => c.failoverMs));
+    const bestPeer = peers
+      .map((q) => ({ q, median: failoverOf(q.id).median }))
+      .filter(({ median }) => Number.isFinite(median))
+      .sort((a, b) => a.median - b.median)[0];
+    for (const o of ours) {
+      const mine = failoverOf(o.id);
+      add(bestPeer !== undefined && mine.n > 0 && mine.median <= bestPeer.median,
+        `leader change, ${o.label}, N=${n}: stop → next elected median ${f(mine.median)} ms, max ${f(mine.max)} ms, n ${mine.n} ` +
+          `(target ≤ the best peer's median: ${bestPeer ? `${bestPeer.q.label} ${f(bestPeer.median)} ms` : "n/a"})`);
+      const d = learnDelays(results.coldStart.find((r) => r.subject === o.id));
+      const s = summarize(d.fromStop);
+      add(s.n > 0 && s.max <= 100 && d.unaware === 0,
+        `every follower told, ${o.label}, N=${n}: median ${f(s.median, 0)} ms, max ${f(s.max, 0)} ms after the stop call (target ≤ 100 ms)`);
+    }
+  }
+  for (const o of oursOnEtcd) {
+    const run = runOf(o.id, 100);
+    if (!run?.changes.length) continue;
+    const perFollower = run.changes.map((c) => c.excessRequests / (run.n - 1));
+    const worst = Math.max(...perFollower);
+    add(worst <= 1,
+      `leader change requests, ${o.label}, N=100: at most ${f(worst, 2)} requests per follower per change beyond the idle background ` +
+        `(${perFollower.map((v) => f(v, 2)).join(", ")}; target ≤ 1)`);
+  }
+
+  // 5c. Cold start at N = 100, until every member follows: at or below the fastest peer.
+  if (results.coldStart.length) {
+    const n = results.meta.params.coldStart.n;
+    const settleOf = (id: string) => summarize(results.coldStart.find((r) => r.subject === id)?.settleMs ?? []);
+    const fastest = peers
+      .map((q) => ({ q, median: settleOf(q.id).median }))
+      .filter(({ median }) => Number.isFinite(median))
+      .sort((a, b) => a.median - b.median)[0];
+    for (const o of oursOnEtcd) {
+      const mine = settleOf(o.id);
+      add(fastest !== undefined && mine.n > 0 && mine.median <= fastest.median,
+        `cold start, ${o.label}, N=${n}: every member following after a median ${f(mine.median, 0)} ms (n ${mine.n}; ` +
+          `target ≤ the fastest peer: ${fastest ? `${fastest.q.label} ${f(fastest.median, 0)} ms` : "n/a"})`);
+    }
+  }
+
+  // 5d. Memory per member at the largest N, against the peer on the same API.
+  if (bigN !== undefined) {
+    for (const [mineId, theirsId] of [["ours-v2", "original"], ["ours-v3", "etcd3-election"]] as const) {
+      const mine = runOf(mineId, bigN)?.memory?.heapPerMemberKiB;
+      const theirs = runOf(theirsId, bigN)?.memory?.heapPerMemberKiB;
+      if (mine === undefined && theirs === undefined) continue;
+      add(mine !== undefined && theirs !== undefined && mine <= theirs,
+        `heap per member, ${subjectInfo(mineId).label}, N=${bigN}: ${f(mine ?? NaN)} KiB vs ${subjectInfo(theirsId).label}'s ${f(theirs ?? NaN)} KiB (target ≤ the peer on the same API)`);
+    }
+  }
+
+  // 5e. A thousand members in one process (TTL 10 s), started evenly over
+  // spreadMs: settled within 5 s of the last start, and a change of leader within 100 ms.
+  if (ns.includes(1000)) {
+    const spreadMs = results.meta.params.scale.spreadMs;
+    for (const o of oursOnEtcd) {
+      const run = runOf(o.id, 1000);
+      if (!run) continue;
+      const settle = run.settleMs ?? run.readyMs;
+      const afterLast = settle === undefined ? NaN : settle - spreadMs;
+      add(afterLast <= 5000 && run.failures.length === 0,
+        `1000 members, ${o.label}: every member following ${f(afterLast / 1000, 2)} s after the last of them started ` +
+          `(starts spread over ${f(spreadMs / 1000, 0)} s; target ≤ 5 s)`);
+      const changes = summarize(run.changes.map((c) => c.failoverMs));
+      add(changes.n > 0 && changes.max <= 100,
+        `1000 members, ${o.label}: stop → next elected max ${f(changes.max)} ms over ${changes.n} changes (target ≤ 100 ms)`);
+    }
+  }
+
   // 6. Safety: zero instants with two leaders, every scenario.
   for (const o of ours) {
     const lists = [results.graceful, results.crash, results.coldStart, results.partition, runs, results.natsIdle ?? []] as Array<Array<{ subject: string; safety: { instants: number; longestMs: number; trials: number } }>>;
