@@ -369,6 +369,35 @@ describe("etcd v3 backend", () => {
       await Promise.all(backends.splice(0).map(({ backend, membership }) => backend.leave(membership, timeout())));
     });
 
+    it("a follower whose next leader's history etcd has compacted reads that member once and goes on following it", limit, async () => {
+      const key = uniqueKey("turn-compacted");
+      const [a, b, c, d] = [await joined(key, "a"), await joined(key, "b"), await joined(key, "c"), await joined(key, "d")];
+      // TTL 2 s and nothing else renews these leases.
+      const renewing = setInterval(() => {
+        for (const m of [a, b, c, d]) m.backend.renew(m.membership, timeout()).catch(() => undefined);
+      }, 500);
+      try {
+        const named: Array<string | undefined> = [];
+        const turn = d.backend.awaitTurn(d.claim, (leader) => void named.push(leader?.name), AbortSignal.timeout(15_000));
+        await waitFor(() => named.length > 0, "d to name a leader", 5_000);
+        assert.deepEqual(named, ["a"]);
+        // Compact away the history since d's listing: b's watch from where d saw it cannot start there.
+        await client.put(`${key}-other`).value("x").exec();
+        const { header } = await client.put(`${key}-other`).value("y").exec();
+        await etcdctlRun(["compact", header.revision]);
+        await client.delete().key(`${key}-other`).exec();
+        await a.backend.leave(a.membership, timeout());
+        await waitFor(() => named.at(-1) === "b", "d to name b", 5_000);
+        await b.backend.leave(b.membership, timeout());
+        await waitFor(() => named.at(-1) === "c", "d to name c", 5_000);
+        await c.backend.leave(c.membership, timeout());
+        await turn;
+        assert.deepEqual(named, ["a", "b", "c"]);
+      } finally {
+        clearInterval(renewing);
+      }
+    });
+
     it("awaitLoss reads the key itself when etcd has compacted the history it would watch from", limit, async () => {
       const { backend, membership, claim } = await joined(uniqueKey("loss-compacted"), "a");
       await backend.awaitTurn(claim, noLeader, timeout());

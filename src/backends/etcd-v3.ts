@@ -10,7 +10,8 @@
 //             our own key and every member before it. None before it: we lead.
 //             Otherwise watch the member just before ours (etcd's recipe), the
 //             leader and our own key from the read's revision on; when a watched
-//             member goes, check the next one with a read of that one key.
+//             member goes, watch the next one from the revision it was last
+//             seen at (a read only if etcd compacted that history).
 //             When none is left, Get(our key) proves it outlived them.
 //   loss      the leader watches its own key for its deletion
 //   leave     LeaseRevoke, which deletes the key
@@ -37,10 +38,11 @@
 //
 // Waiting costs one listing, on joining: a member remembers the members older
 // than itself (no member can become older later), watches the one just before
-// it (etcd's recipe) and the leader, and when either goes it reads the next one
-// it remembers, one key, not a range: a change of leader costs each follower
-// one point read. (A read sorted by create revision makes etcd 3.4 collect and
-// sort every key under the prefix, whatever the limit.) It also watches its own key, which
+// it (etcd's recipe) and the leader, and when either goes it watches the next
+// one it remembers from the revision it last saw it at: a change of leader
+// costs each follower one watch request, no read. (A read sorted by create
+// revision makes etcd 3.4 collect and sort every key under the prefix,
+// whatever the limit.) It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
@@ -211,9 +213,15 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   /**
    * Follows the member just before ours (etcd's recipe) and the leader until
-   * no older member is left; throws MembershipLostError if our key goes. When
-   * a watched member goes, the next one is checked with a point read: a change
-   * of leader costs each follower one read of one key, not a listing.
+   * no older member is left; throws MembershipLostError if our key goes.
+   *
+   * When a watched member goes, the next one in `older` takes its place and
+   * is watched from the revision it was last seen at, without a read: a
+   * watch from a past revision replays what happened since, so a member
+   * that went meanwhile is reported gone at once and the one after it is
+   * watched. A change of leader thus costs each follower one watch request.
+   * Only where etcd has compacted that history (it cancels the watch) does a
+   * point read say whether the member is still there.
    */
   private async waitForOlderMembers(
     membership: V3Membership,
@@ -223,6 +231,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     signal: AbortSignal,
   ): Promise<void> {
     const watches = new Watches<"ours" | "predecessor" | "leader">(this.client, signal);
+    const follow = (watch: "predecessor" | "leader", member: Member) =>
+      watches.add(watch, { key: member.key, reportCancel: true }, member.seenAt + 1);
     try {
       let predecessor = older[older.length - 1]!;
       let leader = older[0]!;
@@ -233,38 +243,42 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           if (leaderWatched) watches.remove("leader");
           leaderWatched = undefined;
         } else if (leaderWatched !== leader) {
-          watches.add("leader", { key: leader.key }, leader.seenAt + 1);
+          follow("leader", leader);
           leaderWatched = leader;
         }
       };
       watches.add("ours", { key: membership.id, deletesOnly: true }, revision + 1);
-      watches.add("predecessor", { key: predecessor.key }, revision + 1);
+      follow("predecessor", predecessor);
       watchLeader();
       for (;;) {
-        const { watch, type, kv } = await watches.next();
-        if (watch === "ours") {
+        const event = await watches.next();
+        if (event.watch === "ours") {
           throw new MembershipLostError(`membership ${membership.id} was deleted while waiting`);
         }
-        const member = watch === "predecessor" ? predecessor : leader;
-        if (type === "put") {
+        const member = event.watch === "predecessor" ? predecessor : leader;
+        if (event.type === "cancelled") {
+          log.v3("%s: %s", member.key, event.error.message);
+          if (await this.stillThere(member, signal)) {
+            follow(event.watch, member);
+            continue;
+          }
+        } else if (event.type === "put") {
           // etcd's Proclaim: a member changed its value in place.
-          member.name = kv.value.toString();
-          member.seenAt = Number(kv.mod_revision);
+          member.name = event.kv.value.toString();
+          member.seenAt = Number(event.kv.mod_revision);
           if (member === leader) onLeader(leaderOf(leader));
           continue;
         }
         const position = older.indexOf(member);
         if (position < 0) continue;
         older.splice(position, 1);
-        const newest = await this.nextAlive(older, "newest", [predecessor, leader], signal);
-        if (!newest) return;
-        if (newest !== predecessor) {
-          predecessor = newest;
-          watches.add("predecessor", { key: predecessor.key }, predecessor.seenAt + 1);
+        if (older.length === 0) return;
+        if (older[older.length - 1] !== predecessor) {
+          predecessor = older[older.length - 1]!;
+          follow("predecessor", predecessor);
         }
-        const oldest = (await this.nextAlive(older, "oldest", [predecessor, leader], signal))!;
-        if (oldest !== leader) {
-          leader = oldest;
+        if (older[0] !== leader) {
+          leader = older[0]!;
           onLeader(leaderOf(leader));
         }
         watchLeader();
@@ -274,29 +288,14 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     }
   }
 
-  /**
-   * The newest (or oldest) member of `older` that still exists; members found
-   * gone are dropped from `older`. A member that is watched already needs no read.
-   */
-  private async nextAlive(
-    older: Member[],
-    end: "newest" | "oldest",
-    watched: Member[],
-    signal: AbortSignal,
-  ): Promise<Member | undefined> {
-    while (older.length > 0) {
-      const candidate = end === "newest" ? older[older.length - 1]! : older[0]!;
-      if (watched.includes(candidate)) return candidate;
-      const response = await this.call("read member", this.client.get(candidate.key).exec(), signal);
-      const kv = response.kvs[0];
-      if (kv && Number(kv.create_revision) === candidate.createRevision) {
-        candidate.name = kv.value.toString();
-        candidate.seenAt = Number(response.header.revision);
-        return candidate;
-      }
-      older.splice(older.indexOf(candidate), 1);
-    }
-    return undefined;
+  /** One point read: whether `member` still exists (and since when it is known to), its name refreshed. */
+  private async stillThere(member: Member, signal: AbortSignal): Promise<boolean> {
+    const response = await this.call("read member", this.client.get(member.key).exec(), signal);
+    const kv = response.kvs[0];
+    if (!kv || Number(kv.create_revision) !== member.createRevision) return false;
+    member.name = kv.value.toString();
+    member.seenAt = Number(response.header.revision);
+    return true;
   }
 
   async awaitLoss(membership: V3Membership, signal: AbortSignal): Promise<void> {
@@ -341,7 +340,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     try {
       watches.add("line", { prefix: this.prefix }, revision + 1);
       for (;;) {
-        const { type, kv } = await watches.next();
+        const event = await watches.next();
+        if (event.type === "cancelled") continue; // not asked for: a cancel fails the set
+        const { type, kv } = event;
         const key = kv.key.toString();
         if (!this.isMemberKey(key)) continue;
         if (type === "put") {

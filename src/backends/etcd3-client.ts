@@ -57,13 +57,18 @@ export function withGrpcStatus(err: unknown): unknown {
   return err;
 }
 
-/** An event on a watched key, tagged with the name its watch was added under. */
-export interface WatchEvent<Name extends string> {
-  readonly watch: Name;
-  readonly type: "put" | "delete";
-  /** For a delete, only `key` and `mod_revision` (the deletion's revision) are set. */
-  readonly kv: IKeyValue;
-}
+/**
+ * An event on a watched key, tagged with the name its watch was added under;
+ * or, for a watch added with `reportCancel`, word that etcd cancelled it.
+ */
+export type WatchEvent<Name extends string> =
+  | {
+      readonly watch: Name;
+      readonly type: "put" | "delete";
+      /** For a delete, only `key` and `mod_revision` (the deletion's revision) are set. */
+      readonly kv: IKeyValue;
+    }
+  | { readonly watch: Name; readonly type: "cancelled"; readonly error: WatchCancelledError };
 
 export interface WatchTarget {
   /** One key, or every key under a prefix. */
@@ -71,16 +76,23 @@ export interface WatchTarget {
   prefix?: string;
   /** Deliver deletions only. */
   deletesOnly?: boolean;
+  /**
+   * When etcd cancels this watch (the history it starts from was compacted),
+   * deliver a "cancelled" event and keep the other watches, instead of
+   * failing the whole set.
+   */
+  reportCancel?: boolean;
 }
 
 /**
  * A few etcd3 watchers feeding one queue of events, each added under a name,
  * all cancelled by `close()` or when the signal aborts. A watcher that etcd
- * cancels (see isCancelledByEtcd) or that loses its stream fails the whole set.
+ * cancels (see isCancelledByEtcd) fails the whole set unless it was added
+ * with `reportCancel`; one that loses its stream always does.
  */
 export class Watches<Name extends string> {
   private readonly watchers = new Map<Name, Watcher>();
-  private queue: Array<WatchEvent<Name> & { from: Watcher }> = [];
+  private queue: Array<{ event: WatchEvent<Name>; from: Watcher }> = [];
   private failure: { error: unknown } | undefined;
   private wake: (() => void) | undefined;
   private closed = false;
@@ -113,7 +125,7 @@ export class Watches<Name extends string> {
     const watcher = builder.startRevision(String(from)).watcher();
     const push = (type: "put" | "delete") => (kv: IKeyValue) => {
       if (this.watchers.get(name) !== watcher) return;
-      this.queue.push({ watch: name, type, kv, from: watcher });
+      this.queue.push({ event: { watch: name, type, kv }, from: watcher });
       this.wakeUp();
     };
     watcher.on("put", push("put"));
@@ -125,7 +137,11 @@ export class Watches<Name extends string> {
       // dead watch ID, whose answer etcd3 cannot place and throws on, in a
       // promise nobody holds: an unhandled rejection.
       this.watchers.delete(name);
-      this.fail(isCancelledByEtcd(err) ? new WatchCancelledError(err) : err);
+      if (!isCancelledByEtcd(err)) return this.fail(err);
+      const error = new WatchCancelledError(err);
+      if (!target.reportCancel) return this.fail(error);
+      this.queue.push({ event: { watch: name, type: "cancelled", error }, from: watcher });
+      this.wakeUp();
     });
     watcher.on("disconnected", (err) => {
       if (this.watchers.get(name) === watcher) this.fail(err);
@@ -145,8 +161,8 @@ export class Watches<Name extends string> {
   /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */
   async next(): Promise<WatchEvent<Name>> {
     for (;;) {
-      const event = this.queue.shift();
-      if (event) return { watch: event.watch, type: event.type, kv: event.kv };
+      const queued = this.queue.shift();
+      if (queued) return queued.event;
       if (this.failure) throw this.failure.error;
       await new Promise<void>((resolve) => (this.wake = resolve));
     }
