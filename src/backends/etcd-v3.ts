@@ -8,11 +8,13 @@
 //             answer (etcd3-keepalive-stream.ts); a TTL of 0 means the lease is gone
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours):
 //             our own key and every member before it. None before it: we lead.
-//             Otherwise watch the member just before ours (etcd's recipe), the
-//             leader and our own key from the read's revision on; when a watched
+//             Otherwise watch the member just before ours (etcd's recipe) and
+//             our own key, in one watch over the keys from one to the other,
+//             and the leader, from the read's revision on; when a watched
 //             member goes, watch the next one from the revision it was last
-//             seen at (a read only if etcd compacted that history).
-//             When none is left, Get(our key) proves it outlived them.
+//             seen at (reads only if etcd compacted that history). The last
+//             one's deletion, with no deletion of ours before or with it in
+//             that one watch, proves our key outlived it: we lead.
 //   loss      the leader watches its own key for its deletion
 //   leave     LeaseRevoke, which deletes the key
 //   observe   Get(<key>/, oldest create revision first, limit 1), and if that
@@ -172,17 +174,10 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
     if (older.length === 0) return;
     onLeader(leaderOf(older[0]));
-    await this.waitForOlderMembers(membership, older, revision, onLeader, signal);
-    await this.confirmAlive(membership, signal);
+    await this.waitForOlderMembers(membership, older, onLeader, signal);
   }
 
-  /**
-   * Our turn came when the last older member went. Our own key may have gone
-   * in the same breath (`etcdctl del --prefix` takes the whole line in one
-   * revision) and its watch may not have told us yet: etcd orders the events
-   * of one revision across watchers as it likes. A read after the turn, which
-   * etcd serves linearizably, shows whether the key outlived it.
-   */
+  /** One read of our own key: throws MembershipLostError if it is gone, else moves knownAliveAt to the read's revision. */
   private async confirmAlive(membership: V3Membership, signal: AbortSignal): Promise<void> {
     const response = await this.call("read membership", this.client.get(membership.id).exec(), signal);
     const kv = response.kvs[0];
@@ -213,61 +208,88 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   /**
    * Follows the member just before ours (etcd's recipe) and the leader until
-   * no older member is left; throws MembershipLostError if our key goes.
+   * no older member is left; throws MembershipLostError if our key goes first.
+   *
+   * Our key and the predecessor's are watched by one watch, over the range of
+   * keys from one to the other: etcd delivers one watch's events in revision
+   * order, and the events of one revision in one answer. So when the
+   * predecessor's deletion arrives and no deletion of our key came before it
+   * or with it, our key outlived it, and the turn is ours without a read. Two
+   * watches would not do: etcd orders the events of one revision across
+   * watchers as it likes, and `etcdctl del --prefix` removes the whole line
+   * in one revision. Keys of other members that fall in the range are passed
+   * over.
    *
    * When a watched member goes, the next one in `older` takes its place and
    * is watched from the revision it was last seen at, without a read: a
    * watch from a past revision replays what happened since, so a member
    * that went meanwhile is reported gone at once and the one after it is
    * watched. A change of leader thus costs each follower one watch request.
-   * Only where etcd has compacted that history (it cancels the watch) does a
-   * point read say whether the member is still there.
+   * Only where etcd has compacted that history (it cancels the watch) do
+   * point reads say whether the members are still there.
    */
   private async waitForOlderMembers(
     membership: V3Membership,
     older: Member[],
-    revision: number,
     onLeader: LeaderListener,
     signal: AbortSignal,
   ): Promise<void> {
-    const watches = new Watches<"ours" | "predecessor" | "leader">(this.client, signal);
-    const follow = (watch: "predecessor" | "leader", member: Member) =>
-      watches.add(watch, { key: member.key, reportCancel: true }, member.seenAt + 1);
+    const watches = new Watches<"line" | "leader">(this.client, signal);
+    let predecessor = older[older.length - 1]!;
+    let leader = older[0]!;
+    /** The member the "leader" watch follows: none while the leader is the predecessor. */
+    let leaderWatched: Member | undefined;
+    const watchLine = () => {
+      const [start, end] = [predecessor.key, membership.id].sort() as [string, string];
+      const from = Math.min(predecessor.seenAt, membership.knownAliveAt) + 1;
+      watches.add("line", { range: { start, end: `${end}\0` }, reportCancel: true }, from);
+    };
+    const watchLeader = () => {
+      if (leader === predecessor) {
+        if (leaderWatched) watches.remove("leader");
+        leaderWatched = undefined;
+      } else if (leaderWatched !== leader) {
+        watches.add("leader", { key: leader.key, reportCancel: true }, leader.seenAt + 1);
+        leaderWatched = leader;
+      }
+    };
     try {
-      let predecessor = older[older.length - 1]!;
-      let leader = older[0]!;
-      /** The member the "leader" watch follows: none while the leader is the predecessor. */
-      let leaderWatched: Member | undefined;
-      const watchLeader = () => {
-        if (leader === predecessor) {
-          if (leaderWatched) watches.remove("leader");
-          leaderWatched = undefined;
-        } else if (leaderWatched !== leader) {
-          follow("leader", leader);
-          leaderWatched = leader;
-        }
-      };
-      watches.add("ours", { key: membership.id, deletesOnly: true }, revision + 1);
-      follow("predecessor", predecessor);
+      watchLine();
       watchLeader();
       for (;;) {
         const event = await watches.next();
-        if (event.watch === "ours") {
-          throw new MembershipLostError(`membership ${membership.id} was deleted while waiting`);
-        }
-        const member = event.watch === "predecessor" ? predecessor : leader;
+        const member = event.watch === "line" ? predecessor : leader;
         if (event.type === "cancelled") {
+          // etcd has compacted the history from where we last saw them.
           log.v3("%s: %s", member.key, event.error.message);
+          if (event.watch === "line") await this.confirmAlive(membership, signal);
           if (await this.stillThere(member, signal)) {
-            follow(event.watch, member);
+            if (event.watch === "line") watchLine();
+            else watches.add("leader", { key: leader.key, reportCancel: true }, leader.seenAt + 1);
             continue;
           }
-        } else if (event.type === "put") {
-          // etcd's Proclaim: a member changed its value in place.
-          member.name = event.kv.value.toString();
-          member.seenAt = Number(event.kv.mod_revision);
-          if (member === leader) onLeader(leaderOf(leader));
-          continue;
+        } else {
+          const key = event.kv.key.toString();
+          if (key === membership.id) {
+            if (event.type === "delete") throw new MembershipLostError(`membership ${membership.id} was deleted while waiting`);
+            continue;
+          }
+          if (key !== member.key) continue; // another member's key inside the range
+          if (event.type === "put") {
+            // etcd's Proclaim: a member changed its value in place.
+            member.name = event.kv.value.toString();
+            member.seenAt = Number(event.kv.mod_revision);
+            if (member === leader) onLeader(leaderOf(leader));
+            continue;
+          }
+          if (event.watch === "line") {
+            // Whatever etcd sent with this deletion (the same revision's events) is queued already.
+            const oursGoneToo = watches
+              .queued()
+              .some((e) => e.watch === "line" && e.type === "delete" && e.kv.key.toString() === membership.id);
+            if (oursGoneToo) throw new MembershipLostError(`membership ${membership.id} was deleted with the member before it`);
+            membership.knownAliveAt = Math.max(membership.knownAliveAt, Number(event.kv.mod_revision));
+          }
         }
         const position = older.indexOf(member);
         if (position < 0) continue;
@@ -275,7 +297,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         if (older.length === 0) return;
         if (older[older.length - 1] !== predecessor) {
           predecessor = older[older.length - 1]!;
-          follow("predecessor", predecessor);
+          watchLine();
         }
         if (older[0] !== leader) {
           leader = older[0]!;

@@ -71,9 +71,10 @@ export type WatchEvent<Name extends string> =
   | { readonly watch: Name; readonly type: "cancelled"; readonly error: WatchCancelledError };
 
 export interface WatchTarget {
-  /** One key, or every key under a prefix. */
+  /** One key, every key under a prefix, or every key from `start` up to (not including) `end`. */
   key?: string;
   prefix?: string;
+  range?: { start: string; end: string };
   /** Deliver deletions only. */
   deletesOnly?: boolean;
   /**
@@ -117,7 +118,8 @@ export class Watches<Name extends string> {
     let builder = this.client.watch();
     if (target.prefix !== undefined) builder = builder.prefix(target.prefix);
     else if (target.key !== undefined) builder = builder.key(target.key);
-    else throw new TypeError("a watch needs a key or a prefix");
+    else if (target.range !== undefined) builder = builder.inRange(target.range);
+    else throw new TypeError("a watch needs a key, a prefix or a range");
     if (target.deletesOnly) builder = builder.only("delete");
     // `watcher()` attaches at once and hands the watcher over before etcd
     // confirms it, unlike `create()`: only so can a watch on an unreachable
@@ -156,6 +158,15 @@ export class Watches<Name extends string> {
     this.watchers.delete(name);
     this.queue = this.queue.filter((event) => event.from !== watcher);
     cancel(watcher);
+  }
+
+  /**
+   * The events received and not yet taken by next(), in order. etcd3 hands
+   * over every event of one answer at once, so right after next() returned
+   * an event, the events etcd sent with it (the same revision's) are here.
+   */
+  queued(): Array<WatchEvent<Name>> {
+    return this.queue.map((queued) => queued.event);
   }
 
   /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */
