@@ -18,10 +18,9 @@
 // from its one listing (no member can become older later, since createdIndex
 // only grows), and when a watched member goes it watches the next older one
 // from the index it was last seen at, which replays its removal if it went
-// meanwhile: one request per change, no read, while that index is within
-// etcd's event history (else a point read first). When etcd has forgotten the
-// history a watch needs (error 401), a point read of the watched key says
-// whether it is still there.
+// meanwhile: one request per change, no read. When etcd has forgotten the
+// history a watch needs (error 401: more than 1000 events since, renewals not
+// counted), a point read of the watched key says whether it is still there.
 //
 // No long poll waits unbounded. A connection that dies without a FIN or an
 // RST (a NAT gateway or firewall forgetting an idle flow) would hold a watch
@@ -59,17 +58,13 @@ interface Member {
   key: string;
   name: string;
   createdIndex: number;
-  /** An etcd index at which the member was known to exist (a follower's listing, or a read). */
-  seenAt?: number;
 }
 
-/**
- * etcd v2 keeps the last 1000 events (renewals included); a watch from an
- * index older than those is answered 401. A member seen alive fewer than
- * this many indexes before a removal is watched from there without a read;
- * the margin covers the writes made while the watch request is on its way.
- */
-const WATCH_HISTORY_REACH = 500;
+/** A member older than ours, as a waiting member follows it. */
+interface OlderMember extends Member {
+  /** An etcd index at which it was known to exist: watches of it start after it. */
+  seenAt: number;
+}
 
 /** node-etcd retries some failures on its own for up to half a minute; the state machine retries instead. */
 const NO_CLIENT_RETRIES = { maxRetries: 0 } as const;
@@ -162,8 +157,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
     if (position === 0) return;
     membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
-    const older = members.slice(0, position);
-    for (const member of older) member.seenAt = etcdIndex;
+    const older = members.slice(0, position).map((member) => ({ ...member, seenAt: etcdIndex }));
     onLeader(leaderOf(older[0]));
     const { turnAt } = await this.waitForOlderMembers(older, etcdIndex, onLeader, signal);
     return this.confirmAlive(membership, turnAt, signal);
@@ -196,23 +190,23 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * one was seen gone.
    */
   private async waitForOlderMembers(
-    older: Member[],
+    older: OlderMember[],
     listedAt: number,
     onLeader: LeaderListener,
     signal: AbortSignal,
   ): Promise<{ turnAt: number }> {
     const watches = new WatchSet(this, signal);
     try {
-      watches.follow(older[older.length - 1]!, older[older.length - 1]!.seenAt ?? listedAt);
-      watches.follow(older[0]!, older[0]!.seenAt ?? listedAt);
+      this.watchEnd(older, "newest", watches);
+      this.watchEnd(older, "oldest", watches);
       let turnAt = listedAt;
       for (;;) {
         const { member, outcome, at } = await watches.next();
         turnAt = Math.max(turnAt, at);
         if (outcome === "removed") {
-          older.splice(older.indexOf(member), 1);
-          if (!(await this.watchEnd(older, "newest", watches, at))) return { turnAt };
-          await this.watchEnd(older, "oldest", watches, at);
+          older.splice(older.indexOf(member as OlderMember), 1);
+          if (!this.watchEnd(older, "newest", watches)) return { turnAt };
+          this.watchEnd(older, "oldest", watches);
         }
         onLeader(leaderOf(older[0]));
       }
@@ -222,34 +216,21 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   /**
-   * Makes sure the newest (or oldest) member in `older` that still exists is
-   * watched, dropping members found gone. False when none is left. `now` is
-   * the etcd index of the removal that asks for it.
+   * Makes sure the newest (or oldest) member in `older` is watched. False
+   * when none is left.
    *
-   * A member seen recently enough is watched from where it was seen, with no
-   * read: etcd replays a removal since then at once, and the watch on the
-   * removal moves on to the next. A change of leader thus costs a follower
-   * one request. A member seen longer ago, whose history etcd may have
-   * dropped, is read first (a 401 would cost that read anyway).
+   * A member is watched from where it was last seen, with no read: etcd
+   * replays a removal since then at once, and the watch on the removal moves
+   * on to the next. A change of leader thus costs a follower one request.
+   * etcd keeps the last 1000 events, renewals not counted (they are not in
+   * its history): a member last seen before those costs a 401, then the
+   * point read that watchKey makes of it, then the watch.
    */
-  private async watchEnd(older: Member[], end: "newest" | "oldest", watches: WatchSet, now: number): Promise<boolean> {
-    while (older.length > 0) {
-      const candidate = end === "newest" ? older[older.length - 1]! : older[0]!;
-      if (watches.has(candidate)) return true;
-      if (candidate.seenAt !== undefined && now - candidate.seenAt < WATCH_HISTORY_REACH) {
-        watches.follow(candidate, candidate.seenAt);
-        return true;
-      }
-      const seen = await this.read(candidate.key, watches.signal);
-      if (seen) {
-        candidate.name = seen.name;
-        candidate.seenAt = seen.index;
-        watches.follow(candidate, seen.index);
-        return true;
-      }
-      older.splice(older.indexOf(candidate), 1);
-    }
-    return false;
+  private watchEnd(older: OlderMember[], end: "newest" | "oldest", watches: WatchSet): boolean {
+    const member = end === "newest" ? older[older.length - 1] : older[0];
+    if (!member) return false;
+    watches.follow(member, member.seenAt);
+    return true;
   }
 
   async awaitLoss(membership: V2Membership, signal: AbortSignal): Promise<void> {
