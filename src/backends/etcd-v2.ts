@@ -58,11 +58,7 @@ interface Member {
   key: string;
   name: string;
   createdIndex: number;
-}
-
-/** A member older than ours, as a waiting member follows it. */
-interface OlderMember extends Member {
-  /** An etcd index at which it was known to exist: watches of it start after it. */
+  /** An etcd index at which it was known to exist (the listing's): a watch of it starts after it. */
   seenAt: number;
 }
 
@@ -157,9 +153,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
     if (position === 0) return;
     membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
-    const older = members.slice(0, position).map((member) => ({ ...member, seenAt: etcdIndex }));
+    const older = members.slice(0, position);
     onLeader(leaderOf(older[0]));
-    const { turnAt } = await this.waitForOlderMembers(older, etcdIndex, onLeader, signal);
+    const { turnAt } = await this.waitForMembers(older, etcdIndex, onLeader, signal);
     return this.confirmAlive(membership, turnAt, signal);
   }
 
@@ -189,8 +185,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * older member is left, then resolves with the etcd index at which the last
    * one was seen gone.
    */
-  private async waitForOlderMembers(
-    older: OlderMember[],
+  private async waitForMembers(
+    older: Member[],
     listedAt: number,
     onLeader: LeaderListener,
     signal: AbortSignal,
@@ -204,7 +200,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         const { member, outcome, at } = await watches.next();
         turnAt = Math.max(turnAt, at);
         if (outcome === "removed") {
-          older.splice(older.indexOf(member as OlderMember), 1);
+          older.splice(older.indexOf(member), 1);
           if (!this.watchEnd(older, "newest", watches)) return { turnAt };
           this.watchEnd(older, "oldest", watches);
         }
@@ -226,7 +222,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * its history): a member last seen before those costs a 401, then the
    * point read that watchKey makes of it, then the watch.
    */
-  private watchEnd(older: OlderMember[], end: "newest" | "oldest", watches: WatchSet): boolean {
+  private watchEnd(older: Member[], end: "newest" | "oldest", watches: WatchSet): boolean {
     const member = end === "newest" ? older[older.length - 1] : older[0];
     if (!member) return false;
     watches.follow(member, member.seenAt);
@@ -269,7 +265,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           if (node.key === this.dirPath) line.clear();
           else line.delete(node.key);
         } else if (isMembershipNode(node, this.dirPath)) {
-          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex });
+          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex, seenAt: node.modifiedIndex });
         } else {
           continue;
         }
@@ -301,10 +297,12 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
     const members = (node.nodes ?? [])
       .filter((n) => isMembershipNode(n, this.dirPath))
-      .map((n) => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex }))
+      .map((n): Member => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex, seenAt: 0 }))
       .sort((a, b) => a.createdIndex - b.createdIndex);
     const highestSeen = Math.max(node.modifiedIndex, ...members.map((m) => m.createdIndex));
-    return { members, etcdIndex: response.etcdIndex ?? highestSeen };
+    const etcdIndex = response.etcdIndex ?? highestSeen;
+    for (const member of members) member.seenAt = etcdIndex;
+    return { members, etcdIndex };
   }
 
   /**
