@@ -49,7 +49,8 @@ export function paramsFor(quick: boolean): Params {
         graceful: { trials: 25, budgetS: 120 },
         coldStart: { n: 100, trials: 5, changes: 2, budgetS: 120 },
         scale: { ttl: 10, ns: [10, 100, 1000], spreadMs: 5000, extraSettleS: 2, windowS: 10, changes: 2, changeWindowS: 3 },
-        crash: { trials: 20, budgetS: 180 },
+        // At least 40, so that medians a few tens of milliseconds apart can be told apart.
+        crash: { trials: 40, budgetS: 300 },
         partition: { trials: 6, budgetS: 150 },
       };
 }

@@ -152,6 +152,19 @@ function crash(results: BenchResults): string[] {
       }),
     ),
     "",
+    "   The same trials split at the removal of the killed leader's key, as an independent watch of etcd saw it:",
+    "   the store's part (the key's remaining life at the kill, at most one TTL with a renewal every TTL/2, plus",
+    "   etcd's expiry sweep of up to 0.5 s) and the library's part after it (ms, until the next `elected`)",
+    table(
+      ["subject", "n", "key gone, median s", "key gone, max s", "library part: min", "median", "p90", "max"],
+      results.crash
+        .filter((r) => r.reactionMs?.length)
+        .map((r) => {
+          const gone = summarize(r.keyGoneMs.map((v) => v / 1000));
+          return [label(r.subject), r.reactionMs.length, num(gone.median, 2), num(gone.max, 2), ...dist(summarize(r.reactionMs), 1).slice(1)];
+        }),
+    ),
+    "",
   ];
 }
 

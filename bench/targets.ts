@@ -56,6 +56,25 @@ export function checkTargets(results: BenchResults): TargetLine[] {
     }
   }
 
+  // 2b. Crash failover against the store's physics: what the library adds
+  // after etcd removed the crashed leader's key, over at least 40 trials, no
+  // more than the best peer adds (etcd subjects; NATS 2.9 announces no expiry).
+  if (results.crash.length) {
+    const reaction = (id: string) => summarize(results.crash.find((r) => r.subject === id)?.reactionMs ?? []);
+    const bestPeer = peers
+      .map((q) => ({ q, s: reaction(q.id) }))
+      .filter(({ s }) => s.n > 0)
+      .sort((a, b) => a.s.median - b.s.median)[0];
+    for (const o of oursOnEtcd) {
+      const mine = reaction(o.id);
+      const needN = results.meta.quick ? 1 : 40;
+      add(bestPeer !== undefined && mine.n >= needN && mine.median <= bestPeer.s.median,
+        `crash failover, ${o.label}: after etcd removed the crashed leader's key, elected within a median ${f(mine.median)} ms, ` +
+          `max ${f(mine.max)} ms, n ${mine.n} (target n ≥ ${needN} and ≤ the best peer's median: ` +
+          `${bestPeer ? `${bestPeer.q.label} ${f(bestPeer.s.median)} ms, n ${bestPeer.s.n}` : "n/a"})`);
+    }
+  }
+
   // 3. Idle load: what etcd receives per member per second as measured, and
   // the same at each subject's own renewal schedule (requests per renewal ×
   // renewals per second), which holds even when a peer's process cannot keep

@@ -1,7 +1,10 @@
 // 2. Crash failover: three members, each in its own process, TTL 2 s; the
 // leader's process is SIGKILLed at a random point of its renewal cycle; time
-// from the kill to the next `elected`.
+// from the kill to the next `elected`; and, on etcd, when the killed leader's
+// key was removed (bench/key-removal.ts), which splits that time into the
+// store's part and the library's.
 import { storeHosts, type BenchContext } from "../context";
+import { watchRemoval } from "../key-removal";
 import { Host, spawnHosts } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { runTrials } from "../trial";
@@ -11,6 +14,10 @@ import { emptySafety, type Failure, type SafetySummary } from "./common";
 export interface CrashResult {
   subject: string;
   failoverMs: number[];
+  /** etcd only, per trial where it was seen: from the kill to the removal of the killed leader's key arriving at an independent watch. */
+  keyGoneMs: number[];
+  /** The same trials: from that arrival to the next `elected`, what the library adds to the store's physics. */
+  reactionMs: number[];
   failures: Failure[];
   /** Followers that named another member than the one leading, just before the leader was stopped or killed. */
   wrongLeaderNamed: number;
@@ -33,7 +40,9 @@ export async function prepareCrash(ctx: BenchContext, subject: SubjectInfo): Pro
 export async function runCrash(ctx: BenchContext, subject: SubjectInfo, pool: Host[]): Promise<CrashResult> {
   const { ttl } = ctx.params;
   const { trials, budgetS } = ctx.params.crash;
-  const result: CrashResult = { subject: subject.id, failoverMs: [], failures: [], wrongLeaderNamed: 0, safety: emptySafety(), messages: {} };
+  const result: CrashResult = {
+    subject: subject.id, failoverMs: [], keyGoneMs: [], reactionMs: [], failures: [], wrongLeaderNamed: 0, safety: emptySafety(), messages: {},
+  };
   const spare = [...pool];
   const take = async (): Promise<Host> => {
     const next = spare.shift();
@@ -72,14 +81,27 @@ export async function runCrash(ctx: BenchContext, subject: SubjectInfo, pool: Ho
       if (!settled) throw new Error(`the election did not stay settled: ${trial.describe()}`);
       result.wrongLeaderNamed += settled.wrong;
       victim = trial.members.get(settled.leader)!.host;
-      const tKill = victim.kill();
-      trial.killed(settled.leader, tKill);
-      const next = await trial.waitFor("the next elected", () => trial.electedAfter(tKill, settled.leader), 3 * ttl * 1000 + 8000);
-      result.failoverMs.push(next.t - tKill);
+      const removal = await watchRemoval(ctx, subject, key);
+      let successor: string;
+      try {
+        const tKill = victim.kill();
+        trial.killed(settled.leader, tKill);
+        const next = await trial.waitFor("the next elected", () => trial.electedAfter(tKill, settled.leader), 3 * ttl * 1000 + 8000);
+        result.failoverMs.push(next.t - tKill);
+        successor = next.name;
+        // The successor and this watch hear of the removal from the same etcd at about the same moment.
+        for (let waited = 0; removal && removal.seenAt === undefined && waited < 1000; waited += 10) await sleep(10);
+        if (removal?.seenAt !== undefined) {
+          result.keyGoneMs.push(removal.seenAt - tKill);
+          result.reactionMs.push(next.t - removal.seenAt);
+        }
+      } finally {
+        removal?.close();
+      }
       await trial
         .waitFor("the other member knowing the successor", () => {
           const s = trial.settled();
-          return s && s.leader === next.name ? s : undefined;
+          return s && s.leader === successor ? s : undefined;
         }, 2 * ttl * 1000)
         .catch(() => undefined);
     },
