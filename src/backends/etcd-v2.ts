@@ -41,6 +41,7 @@ import {
   V2ErrorCode,
   v2ErrorCode,
   type NodeEtcdClient,
+  UnansweredError,
   type V2Body,
   type V2Node,
 } from "./node-etcd-client";
@@ -372,17 +373,17 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     signal: AbortSignal,
   ): Promise<"history-gone" | { action: string; node: V2Node }> {
     for (;;) {
-      const rearm = AbortSignal.timeout(this.watchRearmInterval);
       try {
         const { body } = await call(
           "watch",
           (cb) => this.client.get(key, { wait: true, waitIndex: from, recursive, ...NO_CLIENT_RETRIES }, cb),
-          AbortSignal.any([signal, rearm]),
+          signal,
+          this.watchRearmInterval,
         );
         const node = requireNode(body, "watch");
         return { action: body.action ?? "", node };
       } catch (err) {
-        if (rearm.aborted && !signal.aborted) {
+        if (err instanceof UnansweredError) {
           log.v2("%s: no answer to the watch from %d within %d ms, asking again", key, from, this.watchRearmInterval);
           continue;
         }

@@ -67,34 +67,60 @@ export function v2ErrorCode(err: unknown): number | undefined {
 /**
  * Runs one node-etcd call. Rejects with the signal's reason when it aborts
  * (a timeout signal gives a RequestTimeoutError), and aborts the request so
- * no socket is left waiting.
+ * no socket is left waiting. With `abandonAfterMs`, a deadline of the call's
+ * own: if no answer came by then, the request is aborted and the call rejects
+ * with an UnansweredError. A long poll re-armed on a deadline holds that
+ * deadline for as long as it waits: a plain timer and a listener on `signal`
+ * take about 0.3 KB of heap, where a timeout signal joined to `signal` with
+ * AbortSignal.any, and a listener on that, take about 2.6 KB (Node 20).
  */
 export function call(
   operation: string,
   start: (callback: NodeEtcdCallback) => unknown,
   signal: AbortSignal,
+  abandonAfterMs?: number,
 ): Promise<V2Response> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(abortReason(operation, signal));
     let settled = false;
-    const onAbort = () => {
-      if (settled) return;
+    let deadline: ReturnType<typeof setTimeout> | undefined;
+    const settle = () => {
       settled = true;
-      abortRequest(request);
-      reject(abortReason(operation, signal));
+      signal.removeEventListener("abort", onAbort);
+      if (deadline !== undefined) clearTimeout(deadline);
     };
+    const giveUp = (reason: unknown) => {
+      if (settled) return;
+      settle();
+      abortRequest(request);
+      reject(reason);
+    };
+    const onAbort = () => giveUp(abortReason(operation, signal));
     let request: unknown;
     request = start((err, body, headers) => {
       if (settled) return;
-      settled = true;
-      signal.removeEventListener("abort", onAbort);
+      settle();
       if (err) return reject(explain(err));
       // node-etcd parses JSON and passes anything else on as text, without an error.
       if (typeof body === "string" && body !== "") return reject(notAV2Answer(operation, body, statusOf(request)));
       resolve({ body: (body ?? {}) as V2Body, etcdIndex: indexFrom(headers) });
     });
-    if (!settled) signal.addEventListener("abort", onAbort, { once: true });
+    if (settled) return;
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (abandonAfterMs !== undefined) {
+      deadline = setTimeout(() => giveUp(new UnansweredError(operation, abandonAfterMs)), abandonAfterMs);
+      // Like a timeout signal's timer: a pending call alone does not keep the process running.
+      deadline.unref();
+    }
   });
+}
+
+/** A call given `abandonAfterMs` had no answer by then; its request was aborted. */
+export class UnansweredError extends Error {
+  override readonly name = "UnansweredError";
+  constructor(operation: string, afterMs: number) {
+    super(`no answer to ${operation} within ${afterMs} ms`);
+  }
 }
 
 /**
