@@ -36,6 +36,7 @@ import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
 import { electionDirectory } from "./etcd-v2-key";
+import { OlderMembers } from "./etcd-v2-older-members";
 import {
   call,
   V2ErrorCode,
@@ -59,8 +60,6 @@ interface Member {
   key: string;
   name: string;
   createdIndex: number;
-  /** An etcd index at which it was known to exist (the listing's): a watch of it starts after it. */
-  seenAt: number;
 }
 
 /** node-etcd retries some failures on its own for up to half a minute; the state machine retries instead. */
@@ -154,9 +153,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
     if (position === 0) return;
     membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
-    const older = members.slice(0, position);
-    onLeader(leaderOf(older[0]));
-    const { turnAt } = await this.waitForMembers(older, etcdIndex, onLeader, signal);
+    const older = new OlderMembers(this.dirPath, members.slice(0, position), etcdIndex);
+    onLeader(leaderOf(older.at("oldest")));
+    const { turnAt } = await this.waitForOlderMembers(older, onLeader, signal);
     return this.confirmAlive(membership, turnAt, signal);
   }
 
@@ -185,49 +184,46 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * Follows the member just before ours and the leader (the oldest) until no
    * older member is left, then resolves with the etcd index at which the last
    * one was seen gone.
+   *
+   * When a watched member goes, the next one at that end of the line is
+   * watched from where the listing saw it, with no read: etcd replays a
+   * removal since then at once, and the watch on the removal moves on to the
+   * next. A change of leader thus costs a follower one request. etcd keeps
+   * the last 1000 events, renewals not counted (they are not in its
+   * history): a member last seen before those costs a 401, then the point
+   * read that watchKey makes of it, then the watch.
    */
-  private async waitForMembers(
-    older: Member[],
-    listedAt: number,
-    onLeader: LeaderListener,
-    signal: AbortSignal,
-  ): Promise<{ turnAt: number }> {
+  private async waitForOlderMembers(older: OlderMembers, onLeader: LeaderListener, signal: AbortSignal): Promise<{ turnAt: number }> {
     const watches = new WatchSet(this, signal);
     try {
-      this.watchEnd(older, "newest", watches);
-      this.watchEnd(older, "oldest", watches);
-      let turnAt = listedAt;
+      let predecessor = older.at("newest")!;
+      let leader = older.size === 1 ? predecessor : older.at("oldest")!;
+      watches.follow(predecessor, predecessor.seenAt);
+      watches.follow(leader, leader.seenAt);
+      let turnAt = older.listedAt;
       for (;;) {
         const { member, outcome, at } = await watches.next();
         turnAt = Math.max(turnAt, at);
         if (outcome === "removed") {
-          older.splice(older.indexOf(member), 1);
-          if (!this.watchEnd(older, "newest", watches)) return { turnAt };
-          this.watchEnd(older, "oldest", watches);
+          older.remove(member.createdIndex);
+          const newest = older.at("newest");
+          const oldest = older.at("oldest");
+          if (!newest || !oldest) return { turnAt };
+          // The objects the watches hold are kept; a member new at an end gets its own.
+          if (newest.createdIndex !== predecessor.createdIndex) {
+            predecessor = newest.createdIndex === leader.createdIndex ? leader : newest;
+            watches.follow(predecessor, predecessor.seenAt);
+          }
+          if (oldest.createdIndex !== leader.createdIndex) {
+            leader = oldest.createdIndex === predecessor.createdIndex ? predecessor : oldest;
+            watches.follow(leader, leader.seenAt);
+          }
         }
-        onLeader(leaderOf(older[0]));
+        onLeader(leaderOf(leader));
       }
     } finally {
       watches.close();
     }
-  }
-
-  /**
-   * Makes sure the newest (or oldest) member in `older` is watched. False
-   * when none is left.
-   *
-   * A member is watched from where it was last seen, with no read: etcd
-   * replays a removal since then at once, and the watch on the removal moves
-   * on to the next. A change of leader thus costs a follower one request.
-   * etcd keeps the last 1000 events, renewals not counted (they are not in
-   * its history): a member last seen before those costs a 401, then the
-   * point read that watchKey makes of it, then the watch.
-   */
-  private watchEnd(older: Member[], end: "newest" | "oldest", watches: WatchSet): boolean {
-    const member = end === "newest" ? older[older.length - 1] : older[0];
-    if (!member) return false;
-    watches.follow(member, member.seenAt);
-    return true;
   }
 
   async awaitLoss(membership: V2Membership, signal: AbortSignal): Promise<void> {
@@ -266,7 +262,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           if (node.key === this.dirPath) line.clear();
           else line.delete(node.key);
         } else if (isMembershipNode(node, this.dirPath)) {
-          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex, seenAt: node.modifiedIndex });
+          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex });
         } else {
           continue;
         }
@@ -298,12 +294,10 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
     const members = (node.nodes ?? [])
       .filter((n) => isMembershipNode(n, this.dirPath))
-      .map((n): Member => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex, seenAt: 0 }))
+      .map((n) => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex }))
       .sort((a, b) => a.createdIndex - b.createdIndex);
     const highestSeen = Math.max(node.modifiedIndex, ...members.map((m) => m.createdIndex));
-    const etcdIndex = response.etcdIndex ?? highestSeen;
-    for (const member of members) member.seenAt = etcdIndex;
-    return { members, etcdIndex };
+    return { members, etcdIndex: response.etcdIndex ?? highestSeen };
   }
 
   /**

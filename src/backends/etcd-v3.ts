@@ -61,6 +61,7 @@ import {
   type Etcd3Client,
 } from "./etcd3-client";
 import { keepAliveStreamOf, type SharedKeepAliveStream } from "./etcd3-keepalive-stream";
+import { OlderMembers, type ListedMember } from "./etcd-v3-older-members";
 
 export interface V3Membership extends Membership {
   /** The member key, `<key>/<lease id in lowercase hex>`. */
@@ -75,10 +76,19 @@ export interface V3Membership extends Membership {
 
 interface Member {
   key: string;
-  name: string;
+  /** Undefined for a member taken from the line until its watch replays its creation (or a read shows it). */
+  name: string | undefined;
   createRevision: number;
   /** A revision at which the member was known to exist; a watch of it starts after it. */
   seenAt: number;
+}
+
+/** The members older than ours, from one listing: the leader and the one just before ours in full. */
+interface MembersAhead {
+  older: OlderMembers;
+  leader: Member;
+  /** The leader itself when only one member is older. */
+  predecessor: Member;
 }
 
 export class EtcdV3Backend implements ElectionBackend<V3Membership> {
@@ -169,12 +179,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   private async untilFirstInLine(membership: V3Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
-    const { ours, older, revision } = await this.placeInLine(membership, signal);
+    const { ours, ahead, revision } = await this.placeInLine(membership, signal);
     if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
     membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
-    if (older.length === 0) return;
-    onLeader(leaderOf(older[0]));
-    await this.waitForOlderMembers(membership, older, onLeader, signal);
+    if (!ahead) return;
+    onLeader(leaderOf(ahead.leader));
+    await this.waitForOlderMembers(membership, ahead, onLeader, signal);
   }
 
   /** One read of our own key: throws MembershipLostError if it is gone, else moves knownAliveAt to the read's revision. */
@@ -195,15 +205,21 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   private async placeInLine(
     membership: V3Membership,
     signal: AbortSignal,
-  ): Promise<{ ours: Member | undefined; older: Member[]; revision: number }> {
+  ): Promise<{ ours: boolean; ahead: MembersAhead | undefined; revision: number }> {
     const request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").maxCreateRevision(membership.token);
     const response = await this.call("read place in line", request.exec(), signal);
     const revision = Number(response.header.revision);
     // etcd cannot leave out keys of nested elections or foreign keys: they
     // come back too, names and all, if older than ours.
-    const members = response.kvs.filter((kv) => this.isMemberKey(kv.key.toString())).map((kv) => toMember(kv, revision));
-    const ours = members.at(-1)?.key === membership.id ? members.pop() : undefined;
-    return { ours, older: members, revision };
+    const kvs = response.kvs.filter((kv) => this.isMemberKey(kv.key.toString()));
+    const ours = kvs.at(-1)?.key.toString() === membership.id;
+    if (ours) kvs.pop();
+    if (kvs.length === 0) return { ours, ahead: undefined, revision };
+    // Only the two ends are kept whole; the line keeps numbers (etcd-v3-older-members.ts).
+    const leader = toMember(kvs[0]!, revision);
+    const predecessor = kvs.length === 1 ? leader : toMember(kvs.at(-1)!, revision);
+    const older = new OlderMembers(this.prefix, kvs.map((kv) => ({ key: kv.key.toString(), createRevision: Number(kv.create_revision) })));
+    return { ours, ahead: { older, leader, predecessor }, revision };
   }
 
   /**
@@ -230,13 +246,13 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
    */
   private async waitForOlderMembers(
     membership: V3Membership,
-    older: Member[],
+    ahead: MembersAhead,
     onLeader: LeaderListener,
     signal: AbortSignal,
   ): Promise<void> {
+    const { older } = ahead;
     const watches = new Watches<"line" | "leader">(this.client, signal);
-    let predecessor = older[older.length - 1]!;
-    let leader = older[0]!;
+    let { predecessor, leader } = ahead;
     /** The member the "leader" watch follows: none while the leader is the predecessor. */
     let leaderWatched: Member | undefined;
     const watchLine = () => {
@@ -263,7 +279,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           // etcd has compacted the history from where we last saw them.
           log.v3("%s: %s", member.key, event.error.message);
           if (event.watch === "line") await this.confirmAlive(membership, signal);
+          const unnamed = member.name === undefined;
           if (await this.stillThere(member, signal)) {
+            if (member === leader && unnamed) onLeader(leaderOf(leader));
             if (event.watch === "line") watchLine();
             else watches.add("leader", { key: leader.key, reportCancel: true }, leader.seenAt + 1);
             continue;
@@ -275,6 +293,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
             continue;
           }
           if (key !== member.key) continue; // another member's key inside the range
+          if (event.type === "put" && Number(event.kv.create_revision) !== member.createRevision) continue; // a later key of that name
           if (event.type === "put") {
             // etcd's Proclaim: a member changed its value in place.
             member.name = event.kv.value.toString();
@@ -291,17 +310,18 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
             membership.knownAliveAt = Math.max(membership.knownAliveAt, Number(event.kv.mod_revision));
           }
         }
-        const position = older.indexOf(member);
-        if (position < 0) continue;
-        older.splice(position, 1);
-        if (older.length === 0) return;
-        if (older[older.length - 1] !== predecessor) {
-          predecessor = older[older.length - 1]!;
+        if (!older.remove(member.createRevision)) continue;
+        if (older.size === 0) return;
+        const newest = older.at("newest")!;
+        if (newest.createRevision !== predecessor.createRevision) {
+          predecessor = newest.createRevision === leader.createRevision ? leader : fromLine(newest);
           watchLine();
         }
-        if (older[0] !== leader) {
-          leader = older[0]!;
-          onLeader(leaderOf(leader));
+        const oldest = older.at("oldest")!;
+        if (oldest.createRevision !== leader.createRevision) {
+          leader = oldest.createRevision === predecessor.createRevision ? predecessor : fromLine(oldest);
+          // A member taken from the line is named when its watch replays its creation.
+          if (leader.name !== undefined) onLeader(leaderOf(leader));
         }
         watchLeader();
       }
@@ -440,7 +460,16 @@ function isLeaseHex(suffix: string): boolean {
 
 /** A member as the leader it is: its name and its fencing token. */
 function leaderOf(member: Member | undefined): Leader | undefined {
-  return member && { name: member.name, token: member.createRevision };
+  return member && { name: member.name ?? "", token: member.createRevision };
+}
+
+/**
+ * A member from the line, known by its key and create revision alone: its
+ * watch starts from its creation, which etcd replays with its name, and goes
+ * on to whatever happened to it since.
+ */
+function fromLine({ key, createRevision }: ListedMember): Member {
+  return { key, name: undefined, createRevision, seenAt: createRevision - 1 };
 }
 
 function toMember(kv: IKeyValue, seenAt = Number(kv.mod_revision)): Member {

@@ -1,0 +1,81 @@
+// The members older than a waiting v3 member, as its one listing showed them,
+// kept as small as the wait allows. A follower needs them only to find, with
+// a point read, the next member when the one it watches goes (see
+// etcd-v3.ts), so it keeps what names a member's key and what tells that key
+// from a later one of the same name: the lease ID and the create revision,
+// as three numbers (24 bytes a member in a plain array) instead of an object,
+// its key and its name (about 150 bytes). With a thousand members in one
+// process, every follower remembering up to a thousand others, that is what
+// a follower's memory is mostly made of.
+//
+// A member's key is `<prefix><lease ID in hex>` (isLeaseHex in etcd-v3.ts: at
+// most 16 digits, no leading zero). A lease ID is an int64, more than a double
+// holds exactly, so it is kept as its high and low 32 bits.
+//
+// Members only ever go from the two ends: the watched ones are the oldest (the
+// leader) and the newest (the one just before ours), and a member found gone
+// is dropped from the end it was looked for at.
+
+export interface ListedMember {
+  /** `<prefix><lease ID in lowercase hex>`. */
+  key: string;
+  createRevision: number;
+}
+
+export type LineEnd = "oldest" | "newest";
+
+/** Numbers kept per member: create revision, then the lease ID's high and low 32 bits. */
+const STRIDE = 3;
+const LOW_DIGITS = 8;
+
+export class OlderMembers {
+  private readonly entries: number[];
+  /** Members [first, end) are still in line, oldest first. */
+  private first = 0;
+  private end: number;
+
+  /** `members` oldest first, every key `prefix` followed by a lease ID in hex. */
+  constructor(
+    private readonly prefix: string,
+    members: readonly ListedMember[],
+  ) {
+    // Sized once: an array grown by push() keeps up to half as much again spare.
+    this.entries = new Array<number>(members.length * STRIDE);
+    members.forEach(({ key, createRevision }, i) => {
+      const hex = key.slice(prefix.length);
+      const high = hex.length > LOW_DIGITS ? parseInt(hex.slice(0, -LOW_DIGITS), 16) : 0;
+      this.entries[i * STRIDE] = createRevision;
+      this.entries[i * STRIDE + 1] = high;
+      this.entries[i * STRIDE + 2] = parseInt(hex.slice(-LOW_DIGITS), 16);
+    });
+    this.end = members.length;
+  }
+
+  get size(): number {
+    return this.end - this.first;
+  }
+
+  /** The member at that end, or undefined when none is left. */
+  at(end: LineEnd): ListedMember | undefined {
+    if (this.size === 0) return undefined;
+    const base = (end === "oldest" ? this.first : this.end - 1) * STRIDE;
+    const [createRevision, high, low] = this.entries.slice(base, base + STRIDE) as [number, number, number];
+    const hex = high > 0 ? high.toString(16) + low.toString(16).padStart(LOW_DIGITS, "0") : low.toString(16);
+    return { key: this.prefix + hex, createRevision };
+  }
+
+  /** Drops the member at that end. */
+  drop(end: LineEnd): void {
+    if (this.size === 0) return;
+    if (end === "oldest") this.first++;
+    else this.end--;
+  }
+
+  /** Drops the member with this create revision if it is at one end; false if it is not in line. */
+  remove(createRevision: number): boolean {
+    if (this.at("newest")?.createRevision === createRevision) this.drop("newest");
+    else if (this.at("oldest")?.createRevision === createRevision) this.drop("oldest");
+    else return false;
+    return true;
+  }
+}
