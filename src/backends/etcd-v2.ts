@@ -148,15 +148,25 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   private async untilFirstInLine(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
-    const { members, etcdIndex } = await this.list(signal);
-    const position = members.findIndex((m) => m.key === membership.id);
-    if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
-    if (position === 0) return;
-    membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
-    const older = new OlderMembers(this.dirPath, members.slice(0, position), etcdIndex);
+    const older = await this.placeInLine(membership, signal);
+    if (!older) return;
     onLeader(leaderOf(older.at("oldest")));
     const { turnAt } = await this.waitForOlderMembers(older, onLeader, signal);
     return this.confirmAlive(membership, turnAt, signal);
+  }
+
+  /**
+   * The members older than ours, from one listing; undefined when none is.
+   * The listing itself is not kept: the wait holds only what it needs
+   * (etcd-v2-older-members.ts).
+   */
+  private async placeInLine(membership: V2Membership, signal: AbortSignal): Promise<OlderMembers | undefined> {
+    const { members, etcdIndex } = await this.list(signal);
+    const position = members.findIndex((m) => m.key === membership.id);
+    if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
+    if (position === 0) return undefined;
+    membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
+    return new OlderMembers(this.dirPath, members.slice(0, position), etcdIndex);
   }
 
   /**
