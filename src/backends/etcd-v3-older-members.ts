@@ -1,12 +1,11 @@
 // The members older than a waiting v3 member, as its one listing showed them,
-// kept as small as the wait allows. A follower needs them only to find, with
-// a point read, the next member when the one it watches goes (see
-// etcd-v3.ts), so it keeps what names a member's key and what tells that key
-// from a later one of the same name: the lease ID and the create revision,
-// as three numbers (24 bytes a member in a plain array) instead of an object,
-// its key and its name (about 150 bytes). With a thousand members in one
-// process, every follower remembering up to a thousand others, that is what
-// a follower's memory is mostly made of.
+// kept small. When the one it watches goes, a follower watches and names the
+// next one without a read (see etcd-v3.ts), so it keeps what makes a member's
+// key and tells that key from a later one of the same name, the lease ID and
+// the create revision, as three numbers (24 bytes a member in a plain array),
+// and its name, instead of an object with its key (about 150 bytes in all).
+// With a thousand members in one process, every follower remembering up to a
+// thousand others, that is what a follower's memory is mostly made of.
 //
 // A member's key is `<prefix><lease ID in hex>` (isLeaseHex in etcd-v3.ts: at
 // most 16 digits, no leading zero). A lease ID is an int64, more than a double
@@ -19,6 +18,7 @@
 export interface ListedMember {
   /** `<prefix><lease ID in lowercase hex>`. */
   key: string;
+  name: string;
   createRevision: number;
 }
 
@@ -30,15 +30,18 @@ const LOW_DIGITS = 8;
 
 export class OlderMembers {
   private readonly entries: number[];
+  private readonly names: string[];
   /** Members [first, end) are still in line, oldest first. */
   private first = 0;
   private end: number;
 
-  /** `members` oldest first, every key `prefix` followed by a lease ID in hex. */
+  /** `members` oldest first, every key `prefix` followed by a lease ID in hex, listed at `listedAt`. */
   constructor(
     private readonly prefix: string,
     members: readonly ListedMember[],
+    readonly listedAt: number,
   ) {
+    this.names = members.map((m) => m.name);
     // Sized once: an array grown by push() keeps up to half as much again spare.
     this.entries = new Array<number>(members.length * STRIDE);
     members.forEach(({ key, createRevision }, i) => {
@@ -58,10 +61,11 @@ export class OlderMembers {
   /** The member at that end, or undefined when none is left. */
   at(end: LineEnd): ListedMember | undefined {
     if (this.size === 0) return undefined;
-    const base = (end === "oldest" ? this.first : this.end - 1) * STRIDE;
+    const i = end === "oldest" ? this.first : this.end - 1;
+    const base = i * STRIDE;
     const [createRevision, high, low] = this.entries.slice(base, base + STRIDE) as [number, number, number];
     const hex = high > 0 ? high.toString(16) + low.toString(16).padStart(LOW_DIGITS, "0") : low.toString(16);
-    return { key: this.prefix + hex, createRevision };
+    return { key: this.prefix + hex, name: this.names[i]!, createRevision };
   }
 
   /** Drops the member at that end. */

@@ -76,8 +76,7 @@ export interface V3Membership extends Membership {
 
 interface Member {
   key: string;
-  /** Undefined for a member taken from the line until its watch replays its creation (or a read shows it). */
-  name: string | undefined;
+  name: string;
   createRevision: number;
   /** A revision at which the member was known to exist; a watch of it starts after it. */
   seenAt: number;
@@ -218,7 +217,11 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     // Only the two ends are kept whole; the line keeps numbers (etcd-v3-older-members.ts).
     const leader = toMember(kvs[0]!, revision);
     const predecessor = kvs.length === 1 ? leader : toMember(kvs.at(-1)!, revision);
-    const older = new OlderMembers(this.prefix, kvs.map((kv) => ({ key: kv.key.toString(), createRevision: Number(kv.create_revision) })));
+    const older = new OlderMembers(
+      this.prefix,
+      kvs.map((kv) => ({ key: kv.key.toString(), name: kv.value.toString(), createRevision: Number(kv.create_revision) })),
+      revision,
+    );
     return { ours, ahead: { older, leader, predecessor }, revision };
   }
 
@@ -279,9 +282,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           // etcd has compacted the history from where we last saw them.
           log.v3("%s: %s", member.key, event.error.message);
           if (event.watch === "line") await this.confirmAlive(membership, signal);
-          const unnamed = member.name === undefined;
           if (await this.stillThere(member, signal)) {
-            if (member === leader && unnamed) onLeader(leaderOf(leader));
             if (event.watch === "line") watchLine();
             else watches.add("leader", { key: leader.key, reportCancel: true }, leader.seenAt + 1);
             continue;
@@ -314,14 +315,13 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         if (older.size === 0) return;
         const newest = older.at("newest")!;
         if (newest.createRevision !== predecessor.createRevision) {
-          predecessor = newest.createRevision === leader.createRevision ? leader : fromLine(newest);
+          predecessor = newest.createRevision === leader.createRevision ? leader : fromLine(newest, older.listedAt);
           watchLine();
         }
         const oldest = older.at("oldest")!;
         if (oldest.createRevision !== leader.createRevision) {
-          leader = oldest.createRevision === predecessor.createRevision ? predecessor : fromLine(oldest);
-          // A member taken from the line is named when its watch replays its creation.
-          if (leader.name !== undefined) onLeader(leaderOf(leader));
+          leader = oldest.createRevision === predecessor.createRevision ? predecessor : fromLine(oldest, older.listedAt);
+          onLeader(leaderOf(leader));
         }
         watchLeader();
       }
@@ -460,16 +460,12 @@ function isLeaseHex(suffix: string): boolean {
 
 /** A member as the leader it is: its name and its fencing token. */
 function leaderOf(member: Member | undefined): Leader | undefined {
-  return member && { name: member.name ?? "", token: member.createRevision };
+  return member && { name: member.name, token: member.createRevision };
 }
 
-/**
- * A member from the line, known by its key and create revision alone: its
- * watch starts from its creation, which etcd replays with its name, and goes
- * on to whatever happened to it since.
- */
-function fromLine({ key, createRevision }: ListedMember): Member {
-  return { key, name: undefined, createRevision, seenAt: createRevision - 1 };
+/** A member from the line, as the listing saw it: watched from there, a removal since is replayed. */
+function fromLine({ key, name, createRevision }: ListedMember, listedAt: number): Member {
+  return { key, name, createRevision, seenAt: listedAt };
 }
 
 function toMember(kv: IKeyValue, seenAt = Number(kv.mod_revision)): Member {
