@@ -51,11 +51,16 @@ export class ProcessGroup {
         stdio: ["ignore", "inherit", "inherit"],
         env: spec.env,
       });
-      child.once("error", (err: NodeJS.ErrnoException) => reject(cannotRun(spec.command, err)));
-      child.once("spawn", () => {
-        guard.watch(child.pid!, spec.stopSignal, spec.graceMs);
-        resolve(new ProcessGroup(child, spec, guard));
+      // The guard hears of the group in the same synchronous step as the spawn
+      // (its pid is known once spawn() returns; the "spawn" event comes a tick
+      // later), so that no moment exists where the CLI could die with the
+      // command running and the guard not knowing it.
+      if (child.pid !== undefined) guard.watch(child.pid, spec.stopSignal, spec.graceMs);
+      child.once("error", (err: NodeJS.ErrnoException) => {
+        if (child.pid !== undefined) guard.forget(child.pid);
+        reject(cannotRun(spec.command, err));
       });
+      child.once("spawn", () => resolve(new ProcessGroup(child, spec, guard)));
     });
   }
 

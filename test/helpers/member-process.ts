@@ -58,6 +58,8 @@ const REPO_ROOT = join(__dirname, "..", "..");
 const RECENT_LINES = 40;
 /** The command gets this long after SIGTERM (cli-child.cjs exits at once unless told to ignore it). */
 const GRACE_SECONDS = 1;
+/** After the CLI exits, its command and guard must be gone (and its pipes closed) within this. */
+const PIPES_HELD_MS = 10_000;
 
 const running = new Set<MemberProcess>();
 let sharedLog: CommandLog | undefined;
@@ -97,17 +99,28 @@ export class MemberProcess {
     });
 
     let exitAt = Date.now();
-    this.child.on("exit", () => {
-      exitAt = Date.now();
-    });
     this.exited = new Promise((resolve) => {
-      // "close" comes after the output is drained, so the exit event is always last.
-      this.child.on("close", (code, signal) => {
+      let settled = false;
+      const settle = (code: number | null, signal: NodeJS.Signals | null) => {
+        if (settled) return;
+        settled = true;
         running.delete(this);
         const event = { type: "exit" as const, at: exitAt, code, signal };
         this.events.push(event);
         this.notify();
         resolve(event);
+      };
+      // "close" comes after the output is drained, so the exit event is always last.
+      this.child.on("close", settle);
+      this.child.on("exit", (code, signal) => {
+        exitAt = Date.now();
+        // Whatever still holds the CLI's stdout or stderr is a process it started: its command, or
+        // its orphan guard, which both should be gone soon after it. Say so instead of waiting forever.
+        setTimeout(() => {
+          if (settled) return;
+          this.unexpectedOutput.push(`stdout/stderr still held open ${PIPES_HELD_MS} ms after the CLI exited: a command or guard left running`);
+          settle(code, signal);
+        }, PIPES_HELD_MS).unref();
       });
     });
   }
