@@ -427,10 +427,6 @@ class WatchSet {
     this.signal = AbortSignal.any([parent, this.controller.signal]);
   }
 
-  has(member: Member): boolean {
-    return this.pending.has(member);
-  }
-
   /** Watches `member`, which was seen alive at etcd index `knownAliveAt`. */
   follow(member: Member, knownAliveAt: number): void {
     if (!this.pending.has(member)) this.arm(member, knownAliveAt + 1);

@@ -12,8 +12,7 @@
 // holds exactly, so it is kept as its high and low 32 bits.
 //
 // Members only ever go from the two ends: the watched ones are the oldest (the
-// leader) and the newest (the one just before ours), and a member found gone
-// is dropped from the end it was looked for at.
+// leader) and the newest (the one just before ours).
 
 export interface ListedMember {
   /** `<prefix><lease ID in lowercase hex>`. */
@@ -68,17 +67,11 @@ export class OlderMembers {
     return { key: this.prefix + hex, name: this.names[i]!, createRevision };
   }
 
-  /** Drops the member at that end. */
-  drop(end: LineEnd): void {
-    if (this.size === 0) return;
-    if (end === "oldest") this.first++;
-    else this.end--;
-  }
-
   /** Drops the member with this create revision if it is at one end; false if it is not in line. */
   remove(createRevision: number): boolean {
-    if (this.at("newest")?.createRevision === createRevision) this.drop("newest");
-    else if (this.at("oldest")?.createRevision === createRevision) this.drop("oldest");
+    if (this.size === 0) return false;
+    if (this.entries[(this.end - 1) * STRIDE] === createRevision) this.end--;
+    else if (this.entries[this.first * STRIDE] === createRevision) this.first++;
     else return false;
     return true;
   }
