@@ -12,11 +12,14 @@ const timeout = () => AbortSignal.timeout(LIVENESS_MS);
 /** True once `renew` reports the membership lost; any other failure fails the case. */
 async function renewalReportsLoss(backend: ElectionBackend, membership: Membership): Promise<boolean> {
   try {
-    await backend.renew(membership, timeout());
+    // Each try is bounded well within the wait, so that one lost on a connection
+    // still coming back from a cut leaves time for the next.
+    await backend.renew(membership, AbortSignal.timeout(TTL_MS / 2));
     return false;
   } catch (err) {
     if (err instanceof MembershipLostError) return true;
-    throw err;
+    // A timeout or a reconnecting client is a transient failure an election retries: try again.
+    return false;
   }
 }
 
