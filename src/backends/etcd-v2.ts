@@ -34,6 +34,7 @@
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
 import { untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
+import { nextTurn } from "../turns";
 import { log } from "../log";
 import { electionDirectory } from "./etcd-v2-key";
 import { OlderMembers } from "./etcd-v2-older-members";
@@ -219,6 +220,12 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           const newest = older.at("newest");
           const oldest = older.at("oldest");
           if (!newest || !oldest) return { turnAt };
+          if (oldest.createdIndex !== leader.createdIndex) {
+            // Named at once, from memory; the watches on the new ends can wait their turn (turns.ts).
+            onLeader(leaderOf(oldest));
+            await nextTurn();
+            signal.throwIfAborted();
+          }
           // The objects the watches hold are kept; a member new at an end gets its own.
           if (newest.createdIndex !== predecessor.createdIndex) {
             predecessor = newest.createdIndex === leader.createdIndex ? leader : newest;

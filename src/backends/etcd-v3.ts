@@ -49,6 +49,7 @@
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
+import { nextTurn } from "../turns";
 import { MembershipLostError } from "../errors";
 import { log } from "../log";
 import { Etcd3Advisor } from "./etcd3-advice";
@@ -322,6 +323,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         if (oldest.createRevision !== leader.createRevision) {
           leader = oldest.createRevision === predecessor.createRevision ? predecessor : fromLine(oldest, older.listedAt);
           onLeader(leaderOf(leader));
+          // Named at once; the watch on the new leader can wait its turn (turns.ts).
+          await nextTurn();
+          signal.throwIfAborted();
         }
         watchLeader();
       }
