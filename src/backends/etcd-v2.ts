@@ -38,6 +38,7 @@ import { nextTurn } from "../turns";
 import { log } from "../log";
 import { electionDirectory } from "./etcd-v2-key";
 import { OlderMembers } from "./etcd-v2-older-members";
+import { TurnWitness, type TurnVerdict } from "./etcd-v2-turn-witness";
 import {
   call,
   V2ErrorCode,
@@ -55,6 +56,8 @@ export interface V2Membership extends Membership {
   readonly token: number;
   /** An etcd index at which the key was known to exist; watches start after it. */
   knownAliveAt: number;
+  /** Told after each renewal that moved knownAliveAt: the wait for the turn may arm its witness then. */
+  onRenewed?: (() => void) | undefined;
 }
 
 interface Member {
@@ -129,7 +132,13 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           ),
         signal,
       );
-      membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex ?? requireNode(body, "refresh").modifiedIndex);
+      const node = requireNode(body, "refresh");
+      if (node.createdIndex !== membership.token) {
+        // Ours was removed and someone wrote a key of the same name since: that one is not our place in line.
+        throw new MembershipLostError(`membership ${membership.id} was replaced by a key created at ${node.createdIndex}`);
+      }
+      membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex ?? node.modifiedIndex);
+      membership.onRenewed?.();
     } catch (err) {
       if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) {
         throw new MembershipLostError(`membership ${membership.id} has expired or was deleted`, { cause: err });
@@ -152,8 +161,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     const older = await this.placeInLine(membership, signal);
     if (!older) return;
     onLeader(leaderOf(older.at("oldest")));
-    const { turnAt } = await this.waitForOlderMembers(older, onLeader, signal);
-    return this.confirmAlive(membership, turnAt, signal);
+    const { turnAt, proven } = await this.waitForOlderMembers(membership, older, onLeader, signal);
+    if (!proven) await this.confirmAlive(membership, turnAt, signal);
   }
 
   /**
@@ -194,7 +203,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   /**
    * Follows the member just before ours and the leader (the oldest) until no
    * older member is left, then resolves with the etcd index at which the last
-   * one was seen gone.
+   * one was seen gone, and whether our key is known to have outlived it.
    *
    * When a watched member goes, the next one at that end of the line is
    * watched from where the listing saw it, with no read: etcd replays a
@@ -203,23 +212,58 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * the last 1000 events, renewals not counted (they are not in its
    * history): a member last seen before those costs a 401, then the point
    * read that watchKey makes of it, then the watch.
+   *
+   * The member next in line also holds a witness (etcd-v2-turn-witness.ts)
+   * that proves the turn without a read: from its listing if that shows it
+   * next, else from its first renewal after it became next (a renewal says
+   * at which index our key was there, so the witness has nothing to replay).
    */
-  private async waitForOlderMembers(older: OlderMembers, onLeader: LeaderListener, signal: AbortSignal): Promise<{ turnAt: number }> {
+  private async waitForOlderMembers(
+    membership: V2Membership,
+    older: OlderMembers,
+    onLeader: LeaderListener,
+    signal: AbortSignal,
+  ): Promise<{ turnAt: number; proven: boolean }> {
     const watches = new WatchSet(this, signal);
+    const armWitness = () => {
+      if (older.size !== 1 || watches.hasWitness()) return;
+      const watchDirectory = (from: number, s: AbortSignal) => this.watch(this.dir, from, true, s);
+      const predecessorKey = older.at("newest")!.key;
+      watches.witness(new TurnWitness(watchDirectory, membership.id, membership.token, predecessorKey, membership.knownAliveAt, watches.signal));
+    };
+    membership.onRenewed = armWitness;
     try {
       let predecessor = older.at("newest")!;
       let leader = older.size === 1 ? predecessor : older.at("oldest")!;
       watches.follow(predecessor, predecessor.seenAt);
       watches.follow(leader, leader.seenAt);
+      armWitness();
       let turnAt = older.listedAt;
+      /** Set once no older member is left and the witness has yet to vouch for our key at that point. */
+      let awaitingWitness = false;
       for (;;) {
-        const { member, outcome, at } = await watches.next();
+        const result = await watches.next();
+        if ("verdict" in result) {
+          const { verdict } = result;
+          if (verdict.kind === "lost") throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
+          if (verdict.kind === "turn") return { turnAt: Math.max(turnAt, verdict.at), proven: true };
+          if (awaitingWitness) return { turnAt, proven: false };
+          continue;
+        }
+        const { member, outcome, at } = result;
         turnAt = Math.max(turnAt, at);
         if (outcome === "removed") {
           older.remove(member.createdIndex);
           const newest = older.at("newest");
           const oldest = older.at("oldest");
-          if (!newest || !oldest) return { turnAt };
+          if (!newest || !oldest) {
+            // A renewal at or after the removal proves as much as the witness would.
+            if (membership.knownAliveAt >= turnAt) return { turnAt, proven: true };
+            if (!watches.hasWitness()) return { turnAt, proven: false };
+            // The witness watches from before that removal: it will report it, or ours first.
+            awaitingWitness = true;
+            continue;
+          }
           if (oldest.createdIndex !== leader.createdIndex) {
             // Named at once, from memory; the watches on the new ends can wait their turn (turns.ts).
             onLeader(leaderOf(oldest));
@@ -239,6 +283,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         onLeader(leaderOf(leader));
       }
     } finally {
+      membership.onRenewed = undefined;
       watches.close();
     }
   }
@@ -424,11 +469,12 @@ interface WatchResult {
   at: number;
 }
 
-/** The watches one waiting member holds (at most two), all cancelled together. */
+/** The watches one waiting member holds (at most two, and a witness), all cancelled together. */
 class WatchSet {
   private readonly controller = new AbortController();
   readonly signal: AbortSignal;
-  private readonly pending = new Map<Member, Promise<WatchResult>>();
+  private readonly pending = new Map<Member | TurnWitness, Promise<WatchResult | { verdict: TurnVerdict }>>();
+  private turnWitness: TurnWitness | undefined;
 
   constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
     this.signal = AbortSignal.any([parent, this.controller.signal]);
@@ -439,9 +485,27 @@ class WatchSet {
     if (!this.pending.has(member)) this.arm(member, knownAliveAt + 1);
   }
 
-  /** The next change on any watched key. A removed member is no longer watched. */
-  async next(): Promise<WatchResult> {
+  /** Adds the witness; its verdict comes out of next() once. */
+  witness(witness: TurnWitness): void {
+    this.turnWitness = witness;
+    const pending = witness.verdict.then((verdict) => ({ verdict }));
+    // As for the watches: a rejection surfaces through next(), never as unhandled.
+    pending.catch(() => undefined);
+    this.pending.set(witness, pending);
+  }
+
+  /** Whether a witness is still watching (one that gave up is not). */
+  hasWitness(): boolean {
+    return this.turnWitness !== undefined && this.pending.has(this.turnWitness);
+  }
+
+  /** The next change on any watched key, or the witness's verdict. A removed member is no longer watched. */
+  async next(): Promise<WatchResult | { verdict: TurnVerdict }> {
     const result = await Promise.race(this.pending.values());
+    if ("verdict" in result) {
+      this.pending.delete(this.turnWitness!);
+      return result;
+    }
     if (result.outcome === "changed") {
       return result;
     }
