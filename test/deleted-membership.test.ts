@@ -3,7 +3,9 @@
 // etcd: the whole election at once (`etcdctl del --prefix`, a recursive delete
 // on v2), and one follower's key just before the leader leaves. Each follower
 // whose key went must rejoin before it can lead, so the terms of the members
-// never overlap and every term after the delete has a new fencing token.
+// never overlap and every term after the delete has a new fencing token. On
+// v2, a key deleted and written again by someone else is not taken for the
+// member's own.
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
@@ -157,3 +159,23 @@ for (const api of ["v2", "v3"] as const) {
     });
   });
 }
+
+describe("a v2 membership key deleted and written again by someone else", () => {
+  it("is not taken for the member's own: its next renewal finds a different key, and it joins again", async () => {
+    const key = `/deleted-membership/v2/rewritten-${++keys}`;
+    // c is not next in line, so only its renewals can tell (the member next in line has a witness).
+    const members = await startLine("v2", key, ["a", "b", "c"], 2);
+    const cKey = (await memberKeys("v2", key))[2]!;
+    await deleteFromOutside("v2", cKey);
+    // A plain set (no prevExist) creates a new node under the same name.
+    await new Promise<void>((resolve, reject) =>
+      new Etcd(etcd.hostPorts).set(cKey, "someone else", {}, (err: Error | null) => (err ? reject(err) : resolve())),
+    );
+    // c renews within a second (TTL 2); the key it refreshes is not the one it created, so it joins again.
+    await waitFor("c in line again under a key of its own", 5_000, async () => {
+      const line = await memberKeys("v2", key);
+      return line.length >= 3 && line.at(-1) !== cKey;
+    });
+    assert.ok(members[0]!.election.isLeader());
+  });
+});
