@@ -184,22 +184,6 @@ describe("etcd v3 backend", () => {
     assert.ok(a!.election.isLeader());
   });
 
-  for (const via of ["the client", "a namespace"] as const) {
-    it(`a member finds its place in line without a read of its own, through ${via}: the join's transaction lists the line`, limit, async () => {
-      const key = uniqueKey("join-lists");
-      const viaClient = via === "the client" ? client : client.namespace("app/");
-      const a = startMember("a", key, { via: viaClient });
-      await waitFor(() => a.election.isLeader(), "a to lead");
-      const ranges = async () => (await etcdMetrics(cluster.clientUrls[0]!))(/^grpc_server_handled_total\{.*grpc_method="Range"/);
-      const before = await ranges();
-      const b = startMember("b", key, { via: viaClient });
-      await waitFor(() => leaderNames(b).includes("a"), "b to follow a");
-      assert.equal((await ranges()) - before, 0, "Range calls while b joined and found its place");
-      await a.election.leave();
-      await waitFor(() => b.election.isLeader(), "b to lead");
-    });
-  }
-
   it("works through an etcd3 namespace, whose prefix comes before the election key", limit, async () => {
     const key = uniqueKey("namespace");
     const namespaced = client.namespace("app/");

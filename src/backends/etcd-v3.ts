@@ -3,17 +3,14 @@
 // programs using concurrency.Election share one election.
 //
 //   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
-//                                       Then Put(that key, name, lease),
-//                                            Get(<key>/, oldest create revision first)
-//                                       Else Get(that key)
+//                                       Then Put(that key, name, lease) Else Get(that key)
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
 //             answer (etcd3-keepalive-stream.ts); a TTL of 0 means the lease is gone
-//   turn      the join's Get (a wait begun again reads: Get(<key>/, oldest create
-//             revision first, max create revision = ours)): our own key and every
-//             member before it. None before it: we lead.
+//   turn      Get(<key>/, oldest create revision first, max create revision = ours):
+//             our own key and every member before it. None before it: we lead.
 //             Otherwise watch the member just before ours (etcd's recipe) and
 //             our own key, in one watch over the keys from one to the other,
-//             and the leader, from the listing's revision on; when a watched
+//             and the leader, from the read's revision on; when a watched
 //             member goes, watch the next one from the revision it was last
 //             seen at (reads only if etcd compacted that history). The last
 //             one's deletion, with no deletion of ours before or with it in
@@ -41,8 +38,7 @@
 // Order is the create revision, which every member reads alike. The fencing
 // token is the member key's create revision: a later member's is larger.
 //
-// Waiting costs no read of its own: the join lists the line in the same
-// transaction as its put, and a member remembers the members older
+// Waiting costs one listing, on joining: a member remembers the members older
 // than itself (no member can become older later), watches the one just before
 // it (etcd's recipe) and the leader, and when either goes it watches the next
 // one it remembers from the revision it last saw it at: a change of leader
@@ -77,8 +73,6 @@ export interface V3Membership extends Membership {
   readonly leaseId: string;
   /** A revision at which the key was known to exist; watches of it start after it. */
   knownAliveAt: number;
-  /** The line as the join's transaction saw it, ours last: the first wait for the turn starts from it instead of a read. */
-  joinedLine?: { kvs: IKeyValue[]; revision: number } | undefined;
 }
 
 interface Member {
@@ -145,13 +139,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const key = this.prefix + leaseHex(lease.ID);
     this.keepAlive.retain(lease.ID);
     try {
-      // The put, and the line as it stands with our key in it, in one
-      // transaction: a range after a put in the same transaction sees the
-      // put, and no key can be newer than ours at that revision. The wait
-      // for the turn starts from this line, without a read of its own.
       const txn = await this.client
         .if(key, "Create", "==", 0)
-        .then(this.client.put(key).value(this.name).lease(lease.ID), this.lineRequest())
+        .then(this.client.put(key).value(this.name).lease(lease.ID))
         .else(this.client.get(key))
         .commit();
       const revision = Number(txn.header.revision);
@@ -159,10 +149,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       // still reads the key back otherwise, and so do we.
       const existing = txn.succeeded ? undefined : txn.responses[0]?.response_range?.kvs[0];
       const token = existing ? Number(existing.create_revision) : revision;
-      const line = txn.succeeded ? withoutNamespace(txn.responses[1]?.response_range?.kvs, key) : undefined;
-      const membership: V3Membership = {
-        id: key, token, leaseId: lease.ID, knownAliveAt: revision, joinedLine: line && { kvs: line, revision },
-      };
+      const membership = { id: key, token, leaseId: lease.ID, knownAliveAt: revision };
       return { membership, token, sentAt, ttlMs: Number(lease.TTL) * 1000 };
     } catch (err) {
       this.revokeInBackground(lease.ID);
@@ -212,24 +199,19 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   /**
    * Our own key and every member older than it, oldest first, as of one
-   * revision: the join's, from its transaction, or a read's. No member can
-   * become older later (create revisions only grow), so this one listing
-   * serves the whole wait.
+   * revision. No member can become older later (create revisions only grow),
+   * so this one read serves the whole wait.
    */
   private async placeInLine(
     membership: V3Membership,
     signal: AbortSignal,
   ): Promise<{ ours: boolean; ahead: MembersAhead | undefined; revision: number }> {
-    let listed = membership.joinedLine;
-    membership.joinedLine = undefined;
-    if (!listed) {
-      const response = await this.call("read place in line", this.lineRequest().maxCreateRevision(membership.token).exec(), signal);
-      listed = { kvs: response.kvs, revision: Number(response.header.revision) };
-    }
-    const { revision } = listed;
+    const request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").maxCreateRevision(membership.token);
+    const response = await this.call("read place in line", request.exec(), signal);
+    const revision = Number(response.header.revision);
     // etcd cannot leave out keys of nested elections or foreign keys: they
     // come back too, names and all, if older than ours.
-    const kvs = listed.kvs.filter((kv) => this.isMemberKey(kv.key.toString()));
+    const kvs = response.kvs.filter((kv) => this.isMemberKey(kv.key.toString()));
     const ours = kvs.at(-1)?.key.toString() === membership.id;
     if (ours) kvs.pop();
     if (kvs.length === 0) return { ours, ahead: undefined, revision };
@@ -452,11 +434,6 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   /** Whether `key` is one of this election's members, not a nested election's key or a foreign one. */
-  /** Every key under the prefix, oldest create revision first. */
-  private lineRequest() {
-    return this.client.getAll().prefix(this.prefix).sort("Create", "Ascend");
-  }
-
   private isMemberKey(key: string): boolean {
     return key.startsWith(this.prefix) && isLeaseHex(key.slice(this.prefix.length));
   }
@@ -471,23 +448,6 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 }
 
 /** etcd's key suffix for a lease: the int64 ID in lowercase hex, unpadded (Go's %x). */
-/**
- * The keys of a transaction's range as plain reads give them. Through an
- * etcd3 namespace they come back with the namespace's prefix (etcd3 strips it
- * from the answers of plain reads only); ours is the newest, so its key says
- * what to strip. Undefined when the answer does not fit that (a read is made
- * instead).
- */
-function withoutNamespace(kvs: IKeyValue[] | undefined, ourKey: string): IKeyValue[] | undefined {
-  const newest = kvs?.at(-1)?.key;
-  const ours = Buffer.from(ourKey);
-  if (!kvs || !newest || newest.length < ours.length || !newest.subarray(newest.length - ours.length).equals(ours)) return undefined;
-  const outer = newest.subarray(0, newest.length - ours.length);
-  if (outer.length === 0) return kvs;
-  if (!kvs.every((kv) => kv.key.subarray(0, outer.length).equals(outer))) return undefined;
-  return kvs.map((kv) => ({ ...kv, key: kv.key.subarray(outer.length) }));
-}
-
 function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
 }
