@@ -10,16 +10,16 @@
 // predecessor's removal before any removal of ours shows our key was there
 // when the predecessor went: what a read after the removal would show, but
 // already in place when the removal happens, so the successor leads on that
-// one answer. etcd also sends it early: it notifies the watchers of a
-// directory before those of a key in it (its watcher hub walks the path from
-// the root), so of the answers a change of leader sends to a hundred
-// followers, the successor's is among the first.
+// one answer, a round trip sooner. (It is not the first answer a change of
+// leader sends: for a deletion etcd's watcher hub notifies the watchers of the
+// removed key first, and those of the directories above it after, so with a
+// hundred followers watching the leader the witness's answer comes last.)
 //
 // It costs a request per event in the directory (renewals are not events:
 // fact 2 of etcd-v2-facts.test.ts), so only the member next in line holds
 // one. When etcd has forgotten the history it needs (401), it gives up and
 // the successor reads its key as before.
-import type { V2Node } from "./node-etcd-client";
+import { V2_REMOVALS, type V2Node } from "./node-etcd-client";
 
 /** What the witness saw first: the predecessor's removal, ours, or nothing it can vouch for. */
 export type TurnVerdict =
@@ -29,8 +29,6 @@ export type TurnVerdict =
 
 /** One recursive watch of the directory from `from` (a long poll, re-armed within its bound). */
 export type DirectoryWatch = (from: number, signal: AbortSignal) => Promise<"history-gone" | { action: string; node: V2Node }>;
-
-const REMOVALS = new Set(["delete", "expire", "compareAndDelete"]);
 
 export class TurnWitness {
   readonly verdict: Promise<TurnVerdict>;
@@ -53,7 +51,7 @@ export class TurnWitness {
       const event = await watchDirectory(from, signal);
       if (event === "history-gone") return { kind: "unknown" };
       const { key, createdIndex, modifiedIndex: at } = event.node;
-      if (REMOVALS.has(event.action)) {
+      if (V2_REMOVALS.has(event.action)) {
         if (removes(key, this.ownKey)) return { kind: "lost", at };
         if (key === this.predecessorKey) return { kind: "turn", at };
       } else if (key === this.ownKey && createdIndex !== this.ownCreatedIndex) {

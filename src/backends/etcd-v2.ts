@@ -45,6 +45,7 @@ import {
   v2ErrorCode,
   type NodeEtcdClient,
   UnansweredError,
+  V2_REMOVALS,
   type V2Body,
   type V2Node,
 } from "./node-etcd-client";
@@ -68,8 +69,6 @@ interface Member {
 
 /** node-etcd retries some failures on its own for up to half a minute; the state machine retries instead. */
 const NO_CLIENT_RETRIES = { maxRetries: 0 } as const;
-
-const REMOVALS = new Set(["delete", "expire", "compareAndDelete"]);
 
 export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   readonly description: string;
@@ -319,7 +318,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         if (event === "history-gone") break;
         const node = event.node;
         from = node.modifiedIndex + 1;
-        if (REMOVALS.has(event.action)) {
+        if (V2_REMOVALS.has(event.action)) {
           // Removal events carry no value; the election directory's own removal empties the line.
           if (node.key === this.dirPath) line.clear();
           else line.delete(node.key);
@@ -409,7 +408,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     for (;;) {
       const event = await this.watch(key, from, false, signal);
       if (event !== "history-gone") {
-        return REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event.node;
+        return V2_REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event.node;
       }
       const { seen, index } = await this.pointRead(key, signal);
       log.v2("%s: watch history from %d gone; read at %d: %s", key, from, index, seen ? "still there" : "gone");

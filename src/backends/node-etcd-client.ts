@@ -59,6 +59,9 @@ export const V2ErrorCode = {
   EventIndexCleared: 401,
 } as const;
 
+/** The actions of etcd v2 events that remove a node (and every node under it). */
+export const V2_REMOVALS: ReadonlySet<string> = new Set(["delete", "expire", "compareAndDelete"]);
+
 export function v2ErrorCode(err: unknown): number | undefined {
   const code = (err as NodeEtcdError | undefined)?.errorCode;
   return typeof code === "number" ? code : undefined;

@@ -176,6 +176,20 @@ export async function startEtcd(options: EtcdServerOptions = {}): Promise<EtcdCl
 
 /** `size` etcd members forming one cluster on loopback, ready for requests. */
 export async function startEtcdCluster(size: number, options: EtcdServerOptions = {}): Promise<EtcdCluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startEtcdClusterOnce(size, options);
+    } catch (err) {
+      // A port free a moment ago can be taken meanwhile (by any socket's ephemeral port): pick others.
+      if (!(err as Error).message.includes("address already in use") || attempt >= PORT_ATTEMPTS) throw err;
+    }
+  }
+}
+
+/** How many times a cluster is started on fresh ports when one it was given turned out taken. */
+const PORT_ATTEMPTS = 3;
+
+async function startEtcdClusterOnce(size: number, options: EtcdServerOptions): Promise<EtcdCluster> {
   const baseDir = mkdtempSync(join(tmpdir(), "etcd-leader-test-"));
   const members: ClusterMember[] = [];
   for (let i = 0; i < size; i++) {

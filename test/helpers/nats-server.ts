@@ -194,20 +194,27 @@ export class NatsServer {
 export async function startNats(options: NatsServerOptions = {}): Promise<NatsServer> {
   // Fails here, with what to install, rather than as a spawn ENOENT.
   natsServerBinary();
-  const baseDir = mkdtempSync(join(tmpdir(), "etcd-leader-nats-"));
-  let server: NatsServer | undefined;
-  try {
-    server = new NatsServer(baseDir, await freePort(), await freePort(), options);
-    await server.start();
-    await server.waitReady();
-    return server;
-  } catch (err) {
-    const log = server?.logTail(10) ?? "";
-    if (server) await server.close();
-    else rmSync(baseDir, { recursive: true, force: true });
-    throw new Error(`nats-server did not start: ${(err as Error).message}${log ? `\n${log}` : ""}`, { cause: err });
+  for (let attempt = 1; ; attempt++) {
+    const baseDir = mkdtempSync(join(tmpdir(), "etcd-leader-nats-"));
+    let server: NatsServer | undefined;
+    try {
+      server = new NatsServer(baseDir, await freePort(), await freePort(), options);
+      await server.start();
+      await server.waitReady();
+      return server;
+    } catch (err) {
+      const log = server?.logTail(10) ?? "";
+      if (server) await server.close();
+      else rmSync(baseDir, { recursive: true, force: true });
+      // A port free a moment ago can be taken meanwhile (by any socket's ephemeral port): pick others.
+      if (log.includes("address already in use") && attempt < PORT_ATTEMPTS) continue;
+      throw new Error(`nats-server did not start: ${(err as Error).message}${log ? `\n${log}` : ""}`, { cause: err });
+    }
   }
 }
+
+/** How many times a server is started on fresh ports when one it was given turned out taken. */
+const PORT_ATTEMPTS = 3;
 
 /** The config file for what the command-line flags cannot say (TLS with a client CA, user and password); none if not needed. */
 function configFile(options: NatsServerOptions): string | undefined {
