@@ -191,31 +191,40 @@ describe("NATS KV elections (nats-server 2.9)", () => {
   it("a leader whose renewals failed for a while and then recovered keeps its term, never names itself as someone else's follower, and still sees an outside delete", async (t) => {
     const proxy = await FaultProxy.start({ upstream: `127.0.0.1:${server.port}` });
     t.after(() => proxy.close());
-    // Reconnects fast after the blackhole's reset; a short request timeout makes renewals fail within it.
+    // Reconnects fast after the blackhole's reset; a short request timeout makes renewals fail within it,
+    // and renewals every second leave the client's reconnect most of the TTL (6 s, less the 1.2 s margin)
+    // after the heal, as a leader renewing at TTL/2 would have after a shorter cut.
     const connection = await connect({ servers: proxy.hostPort, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
     t.after(() => connection.close());
     const bucket = `election_${++buckets}`;
     const kv = await new Kvm(connection).create(bucket, { ttl: 6_000, history: 1 });
     // The test's own reads and writes go straight to the server.
     const direct = await kvm.open(bucket);
-    const election = await natsLeader(kv, KEY, "solo", { requestTimeout: 400, retryInitialDelay: 100, retryMaxDelay: 200 });
+    const election = await natsLeader(kv, KEY, "solo", { requestTimeout: 400, retryInitialDelay: 100, retryMaxDelay: 200, refreshInterval: 1000 });
     elections.add(election);
     const events: Recorded[] = [];
     election.on("elected", (token) => events.push({ type: "elected", value: token, at: performance.now() }));
     election.on("unelected", () => events.push({ type: "unelected", at: performance.now() }));
     election.on("leader", (name) => events.push({ type: "leader", value: name, at: performance.now() }));
+    const errors: string[] = [];
+    election.on("error", (err) => errors.push(`${Math.round(performance.now())}: ${err.message}`));
     const renewalsFailed = new Promise<void>((resolve) => election.once("error", () => resolve()));
     election.start();
     await waitFor("elected", BOUND_MS, () => election.isLeader());
     proxy.setMode("blackhole");
     await withDeadline(renewalsFailed, BOUND_MS, "a renewal to fail");
     proxy.heal();
+    const healedAt = performance.now();
     // Renewals succeed again: the term goes on.
     const revision = (await direct.get(KEY))!.revision;
     await waitFor("a renewal after the heal", BOUND_MS, async () => (await direct.get(KEY))!.revision > revision);
     await sleep(500);
     assert.equal(election.isLeader(), true, "the term survived the failed renewals");
-    assert.deepEqual(events.filter((e) => e.type !== "elected").map((e) => `${e.type} ${e.value ?? ""}`), [], "no unelected, and never a leader event naming itself");
+    assert.deepEqual(
+      events.filter((e) => e.type !== "elected").map((e) => `${e.type} ${e.value ?? ""}`),
+      [],
+      `no unelected, and never a leader event naming itself (healed at ${Math.round(healedAt)}; errors: ${errors.join(" | ")})`,
+    );
     // And it still watches its key: a delete from outside ends the term.
     await direct.delete(KEY);
     await waitFor("the step-down after the delete", BOUND_MS, () => events.some((e) => e.type === "unelected"));
