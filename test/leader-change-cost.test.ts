@@ -100,6 +100,25 @@ describe("the cost of a change of leader to its followers", () => {
     assert.equal(cost.list, 0, `listings: ${JSON.stringify(cost)}`);
   });
 
+  it("v2: a member whose predecessor left, not the leader, proves its turn without a read", { timeout: 60_000 }, async () => {
+    const proxy = await countingProxy();
+    // TTL 2: renewals every second. m2 watches m1 from its first renewal on.
+    const members = await line("v2", [proxy.hostPort], 3, 2);
+    await sleep(1500);
+    await members.elections[1]!.leave();
+    // m2 learns m1 went while m0 still leads, and arms its witness at its next renewal.
+    await sleep(1500);
+    const marks = members.recorders.map((r) => r.mark);
+    const before = proxy.snapshot();
+    await members.elections[0]!.leave();
+    await members.recorders[2]!.next("elected", SETTLE_MS, marks[2]);
+    await sleep(300);
+    const cost = diffCounts(proxy.snapshot(), before);
+    assert.equal(cost.read, 0, `point reads: ${JSON.stringify(cost)}`);
+    assert.equal(cost.list, 0, `listings: ${JSON.stringify(cost)}`);
+    assert.deepEqual(members.recorders[2]!.values("leader"), ["m0"], "m2 never named m1, which left while m0 led");
+  });
+
   it("v3: no read by any follower but the successor", { timeout: 60_000 }, async () => {
     const clientUrl = etcd.clientUrls[0]!;
     const members = await line("v3", etcd.hostPorts);

@@ -216,6 +216,14 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * that proves the turn without a read: from its listing if that shows it
    * next, else from its first renewal after it became next (a renewal says
    * at which index our key was there, so the witness has nothing to replay).
+   *
+   * The member just before ours is watched from our first renewal on, not
+   * from the listing. Until the leader goes, that watch only keeps our line
+   * current, and armed later from where the listing saw the member it loses
+   * nothing: it replays a removal since. Meanwhile a departure in the middle
+   * of the line is noticed as the others are, when the leader goes. Members
+   * that all start at once thus send one long poll each, not two, while they
+   * are still listing and joining.
    */
   private async waitForOlderMembers(
     membership: V2Membership,
@@ -230,12 +238,21 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       const predecessorKey = older.at("newest")!.key;
       watches.witness(new TurnWitness(watchDirectory, membership.id, membership.token, predecessorKey, membership.knownAliveAt, watches.signal));
     };
-    membership.onRenewed = armWitness;
-    try {
-      let predecessor = older.at("newest")!;
-      let leader = older.size === 1 ? predecessor : older.at("oldest")!;
+    let predecessor = older.at("newest")!;
+    let leader = older.size === 1 ? predecessor : older.at("oldest")!;
+    /** Whether the member just before ours is watched yet (see above); the leader always is. */
+    let followingPredecessor = false;
+    const followPredecessor = () => {
+      followingPredecessor = true;
       watches.follow(predecessor, predecessor.seenAt);
+    };
+    membership.onRenewed = () => {
+      if (!followingPredecessor) followPredecessor();
+      armWitness();
+    };
+    try {
       watches.follow(leader, leader.seenAt);
+      if (predecessor === leader) followingPredecessor = true;
       armWitness();
       let turnAt = older.listedAt;
       /** Set once no older member is left and the witness has yet to vouch for our key at that point. */
@@ -272,7 +289,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           // The objects the watches hold are kept; a member new at an end gets its own.
           if (newest.createdIndex !== predecessor.createdIndex) {
             predecessor = newest.createdIndex === leader.createdIndex ? leader : newest;
-            watches.follow(predecessor, predecessor.seenAt);
+            if (followingPredecessor) watches.follow(predecessor, predecessor.seenAt);
           }
           if (oldest.createdIndex !== leader.createdIndex) {
             leader = oldest.createdIndex === predecessor.createdIndex ? predecessor : oldest;
@@ -474,6 +491,8 @@ class WatchSet {
   readonly signal: AbortSignal;
   private readonly pending = new Map<Member | TurnWitness, Promise<WatchResult | { verdict: TurnVerdict }>>();
   private turnWitness: TurnWitness | undefined;
+  /** Ends a race in next() that started before a watch was added, so that it takes the new one too. */
+  private addedDuringRace: (() => void) | undefined;
 
   constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
     this.signal = AbortSignal.any([parent, this.controller.signal]);
@@ -481,7 +500,9 @@ class WatchSet {
 
   /** Watches `member`, which was seen alive at etcd index `knownAliveAt`. */
   follow(member: Member, knownAliveAt: number): void {
-    if (!this.pending.has(member)) this.arm(member, knownAliveAt + 1);
+    if (this.pending.has(member)) return;
+    this.arm(member, knownAliveAt + 1);
+    this.addedDuringRace?.();
   }
 
   /** Adds the witness; its verdict comes out of next() once. */
@@ -491,6 +512,7 @@ class WatchSet {
     // As for the watches: a rejection surfaces through next(), never as unhandled.
     pending.catch(() => undefined);
     this.pending.set(witness, pending);
+    this.addedDuringRace?.();
   }
 
   /** Whether a witness is still watching (one that gave up is not). */
@@ -500,12 +522,20 @@ class WatchSet {
 
   /** The next change on any watched key, or the witness's verdict. A removed member is no longer watched. */
   async next(): Promise<WatchResult | { verdict: TurnVerdict }> {
-    const result = await Promise.race(this.pending.values());
+    let result: WatchResult | { verdict: TurnVerdict } | "added";
+    do {
+      const added = new Promise<"added">((resolve) => (this.addedDuringRace = () => resolve("added")));
+      result = await Promise.race([...this.pending.values(), added]);
+      this.addedDuringRace = undefined;
+    } while (result === "added");
     if ("verdict" in result) {
       this.pending.delete(this.turnWitness!);
       return result;
     }
     if (result.outcome === "changed") {
+      // A change that is not a removal (0.0.1 members renew by writing their
+      // value again): keep watching from just after it.
+      this.arm(result.member, result.at + 1);
       return result;
     }
     this.pending.delete(result.member);
@@ -519,10 +549,7 @@ class WatchSet {
   private arm(member: Member, from: number): void {
     const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome): WatchResult => {
       if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
-      // A change that is not a removal (0.0.1 members renew by writing their
-      // value again): keep watching from just after it.
       member.name = outcome.value ?? member.name;
-      this.arm(member, outcome.modifiedIndex + 1);
       return { member, outcome: "changed", at: outcome.modifiedIndex };
     });
     // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
