@@ -9,8 +9,8 @@
 // directory that merely looks like an in-order key (20 digits, but not its
 // own createdIndex) is kept by name, so it is watched as the key it is.
 //
-// Members only ever go from the two ends: the watched ones are the oldest (the
-// leader) and the newest (the one just before ours).
+// Members only ever go from the front: a follower watches the oldest (the
+// leader), and passes over a member that went meanwhile when it would lead.
 
 /** One member of the line, whole: what the watches hold. */
 export interface LineMember {
@@ -21,14 +21,12 @@ export interface LineMember {
   seenAt: number;
 }
 
-export type LineEnd = "oldest" | "newest";
-
 export class OlderMembers {
   /** Oldest first; members [first, end) are still in line. */
   private readonly createdIndexes: number[];
   private readonly names: string[];
   private first = 0;
-  private end: number;
+  private readonly end: number;
   /** Keys that are not `<dir>/<createdIndex, zero-padded>`, by createdIndex; usually none. */
   private readonly unusualKeys: Map<number, string> | undefined;
 
@@ -52,20 +50,17 @@ export class OlderMembers {
     return this.end - this.first;
   }
 
-  /** The member at that end, as seen by the listing; undefined when none is left. */
-  at(end: LineEnd): LineMember | undefined {
+  /** The oldest member still in line, as seen by the listing; undefined when none is left. */
+  oldest(): LineMember | undefined {
     if (this.size === 0) return undefined;
-    const i = end === "oldest" ? this.first : this.end - 1;
-    const createdIndex = this.createdIndexes[i]!;
-    return { key: this.keyOf(createdIndex), name: this.names[i]!, createdIndex, seenAt: this.listedAt };
+    const createdIndex = this.createdIndexes[this.first]!;
+    return { key: this.keyOf(createdIndex), name: this.names[this.first]!, createdIndex, seenAt: this.listedAt };
   }
 
-  /** Drops the member with this createdIndex if it is at one end; false if it is not in line. */
-  remove(createdIndex: number): boolean {
-    if (this.size === 0) return false;
-    if (this.createdIndexes[this.end - 1] === createdIndex) this.end--;
-    else if (this.createdIndexes[this.first] === createdIndex) this.first++;
-    else return false;
+  /** Drops the oldest member, if it has this createdIndex; false if it has not. */
+  removeOldest(createdIndex: number): boolean {
+    if (this.size === 0 || this.createdIndexes[this.first] !== createdIndex) return false;
+    this.first++;
     return true;
   }
 

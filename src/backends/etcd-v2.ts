@@ -3,11 +3,11 @@
 //   join      POST <dir> value=<name> ttl=<ttl>      -> <dir>/<createdIndex, zero-padded>
 //   renew     PUT <key> ttl=<ttl> refresh=true prevExist=true (no value: wakes no watcher)
 //   turn      GET <dir>?sorted=true; the lowest createdIndex leads; every other
-//             member watches the member just before it, and the leader (the
-//             next ones, when these go, from where the listing saw them). When
-//             the last older member goes, GET <key> proves our own key still
-//             exists after that (it may have gone with the whole directory, or
-//             been deleted alone) before we lead.
+//             member watches the leader (the next one, when it goes, from
+//             where the listing saw it). When the last older member goes, the
+//             member's witness or a GET <key> proves our own key still exists
+//             after that (it may have gone with the whole directory, or been
+//             deleted alone) before we lead.
 //   loss      the leader watches its own key for a delete or an expiry.
 //   leave     DELETE <key>
 //
@@ -16,9 +16,9 @@
 //
 // Waiting costs no listing: a member remembers the members older than itself
 // from its one listing (no member can become older later, since createdIndex
-// only grows), and when a watched member goes it watches the next older one
-// from the index it was last seen at, which replays its removal if it went
-// meanwhile: one request per change, no read. When etcd has forgotten the
+// only grows), and when the leader goes it watches the next one from the
+// index it was last seen at, which replays its removal if it went meanwhile:
+// one request per change, no read. When etcd has forgotten the
 // history a watch needs (error 401: more than 1000 events since, renewals not
 // counted), a point read of the watched key says whether it is still there.
 //
@@ -159,7 +159,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   private async untilFirstInLine(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     const older = await this.placeInLine(membership, signal);
     if (!older) return;
-    onLeader(leaderOf(older.at("oldest")));
+    onLeader(leaderOf(older.oldest()));
     const { turnAt, proven } = await this.waitForOlderMembers(membership, older, onLeader, signal);
     if (!proven) await this.confirmAlive(membership, turnAt, signal);
   }
@@ -200,30 +200,30 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   /**
-   * Follows the member just before ours and the leader (the oldest) until no
-   * older member is left, then resolves with the etcd index at which the last
-   * one was seen gone, and whether our key is known to have outlived it.
+   * Follows the leader (the oldest member) until no older member is left,
+   * then resolves with the etcd index at which the last one was seen gone,
+   * and whether our key is known to have outlived it.
    *
-   * When a watched member goes, the next one at that end of the line is
-   * watched from where the listing saw it, with no read: etcd replays a
-   * removal since then at once, and the watch on the removal moves on to the
-   * next. A change of leader thus costs a follower one request. etcd keeps
-   * the last 1000 events, renewals not counted (they are not in its
-   * history): a member last seen before those costs a 401, then the point
+   * When the leader goes, the next one in line is named at once, from
+   * memory, and watched from where the listing saw it, with no read: etcd
+   * replays a removal since then at once, and the watch on the removal moves
+   * on to the next. A change of leader thus costs a follower one request.
+   * etcd keeps the last 1000 events, renewals not counted (they are not in
+   * its history): a member last seen before those costs a 401, then the point
    * read that watchKey makes of it, then the watch.
+   *
+   * Only the leader is watched, not also the member just before ours as in
+   * ZooKeeper's recipe: one long poll per follower, not two (a pending long
+   * poll is a socket and some 11 KiB here, and a watcher at etcd). A member
+   * that leaves from the middle of the line is passed over when it would
+   * lead: its removal is replayed at once, so the follower names it for one
+   * round trip at most, and the successor, not knowing it was next, proves
+   * its turn with a read instead of its witness.
    *
    * The member next in line also holds a witness (etcd-v2-turn-witness.ts)
    * that proves the turn without a read: from its listing if that shows it
    * next, else from its first renewal after it became next (a renewal says
    * at which index our key was there, so the witness has nothing to replay).
-   *
-   * The member just before ours is watched from our first renewal on, not
-   * from the listing. Until the leader goes, that watch only keeps our line
-   * current, and armed later from where the listing saw the member it loses
-   * nothing: it replays a removal since. Meanwhile a departure in the middle
-   * of the line is noticed as the others are, when the leader goes. Members
-   * that all start at once thus send one long poll each, not two, while they
-   * are still listing and joining.
    */
   private async waitForOlderMembers(
     membership: V2Membership,
@@ -235,24 +235,13 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     const armWitness = () => {
       if (older.size !== 1 || watches.hasWitness()) return;
       const watchDirectory = (from: number, s: AbortSignal) => this.watch(this.dir, from, true, s);
-      const predecessorKey = older.at("newest")!.key;
+      const predecessorKey = older.oldest()!.key;
       watches.witness(new TurnWitness(watchDirectory, membership.id, membership.token, predecessorKey, membership.knownAliveAt, watches.signal));
     };
-    let predecessor = older.at("newest")!;
-    let leader = older.size === 1 ? predecessor : older.at("oldest")!;
-    /** Whether the member just before ours is watched yet (see above); the leader always is. */
-    let followingPredecessor = false;
-    const followPredecessor = () => {
-      followingPredecessor = true;
-      watches.follow(predecessor, predecessor.seenAt);
-    };
-    membership.onRenewed = () => {
-      if (!followingPredecessor) followPredecessor();
-      armWitness();
-    };
+    membership.onRenewed = armWitness;
     try {
+      let leader = older.oldest()!;
       watches.follow(leader, leader.seenAt);
-      if (predecessor === leader) followingPredecessor = true;
       armWitness();
       let turnAt = older.listedAt;
       /** Set once no older member is left and the witness has yet to vouch for our key at that point. */
@@ -269,10 +258,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         const { member, outcome, at } = result;
         turnAt = Math.max(turnAt, at);
         if (outcome === "removed") {
-          older.remove(member.createdIndex);
-          const newest = older.at("newest");
-          const oldest = older.at("oldest");
-          if (!newest || !oldest) {
+          older.removeOldest(member.createdIndex);
+          const next = older.oldest();
+          if (!next) {
             // A renewal at or after the removal proves as much as the witness would.
             if (membership.knownAliveAt >= turnAt) return { turnAt, proven: true };
             if (!watches.hasWitness()) return { turnAt, proven: false };
@@ -280,21 +268,13 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
             awaitingWitness = true;
             continue;
           }
-          if (oldest.createdIndex !== leader.createdIndex) {
-            // Named at once, from memory; the watches on the new ends can wait their turn (turns.ts).
-            onLeader(leaderOf(oldest));
-            await nextTurn();
-            signal.throwIfAborted();
-          }
-          // The objects the watches hold are kept; a member new at an end gets its own.
-          if (newest.createdIndex !== predecessor.createdIndex) {
-            predecessor = newest.createdIndex === leader.createdIndex ? leader : newest;
-            if (followingPredecessor) watches.follow(predecessor, predecessor.seenAt);
-          }
-          if (oldest.createdIndex !== leader.createdIndex) {
-            leader = oldest.createdIndex === predecessor.createdIndex ? predecessor : oldest;
-            watches.follow(leader, leader.seenAt);
-          }
+          // Named at once, from memory; the watch on the new leader can wait its turn (turns.ts).
+          leader = next;
+          onLeader(leaderOf(leader));
+          await nextTurn();
+          signal.throwIfAborted();
+          watches.follow(leader, leader.seenAt);
+          continue;
         }
         onLeader(leaderOf(leader));
       }
@@ -485,7 +465,7 @@ interface WatchResult {
   at: number;
 }
 
-/** The watches one waiting member holds (at most two, and a witness), all cancelled together. */
+/** The watches one waiting member holds (the leader's, and a witness), all cancelled together. */
 class WatchSet {
   private readonly controller = new AbortController();
   readonly signal: AbortSignal;
