@@ -65,6 +65,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     readonly name: string,
     private readonly options: ResolvedOptions,
     private readonly clock: Clock = systemClock,
+    /** Where the first renewal falls in its interval (renewal.ts); timing tests pin it. */
+    private readonly random: () => number = Math.random,
   ) {
     super();
   }
@@ -235,7 +237,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           membershipLost = error;
           phase.abort(error);
         },
-      });
+      }, this.random);
       renewal.start(held.sentAt);
     };
 

@@ -34,16 +34,26 @@ export class Renewal<M extends Membership> {
     private readonly options: ResolvedOptions,
     private readonly clock: Clock,
     private readonly listener: RenewalListener,
+    private readonly random: () => number = Math.random,
   ) {
     // Retries must fit several times into what is left of the TTL after a missed renewal.
     const maxRetryDelay = Math.max(options.retryInitialDelay, Math.min(options.retryMaxDelay, options.refreshInterval / 4));
     this.backoff = new Backoff(options.retryInitialDelay, maxRetryDelay);
   }
 
-  /** Schedules the first renewal one refresh interval after `lastSentAt`, when the membership was created. */
+  /**
+   * Schedules the first renewal within one refresh interval after
+   * `lastSentAt`, when the membership was created: at a random point of the
+   * interval's second half. Members started together (a deployment, every
+   * host rebooting) would otherwise renew in step for ever, a burst of one
+   * write each per interval that a change of leader can land in; the first
+   * renewal spreads them, and the schedule keeps that phase. Renewing sooner
+   * only moves the deadline later.
+   */
   start(lastSentAt: number): void {
     this.confirmedSentAt = lastSentAt;
-    this.schedule(lastSentAt + this.options.refreshInterval - this.clock.now());
+    const spread = (this.options.refreshInterval / 2) * this.random();
+    this.schedule(lastSentAt + this.options.refreshInterval - spread - this.clock.now());
   }
 
   /** When the newest renewal (or the join) that the store confirmed was sent. */

@@ -10,11 +10,12 @@ import { ScriptedBackend } from "./helpers/scripted-backend";
 // TTL 10 s: renewals every 5 s, margin 2 s, so a lease horizon of 8 s.
 const options = resolveOptions(10, { retryInitialDelay: 100, retryMaxDelay: 1000 });
 
-function setup(style: "queue" | "race" = "queue") {
+// `random` places the first renewal in its interval; 0 (no spread) unless a test is about that.
+function setup(style: "queue" | "race" = "queue", random = () => 0) {
   const clock = new FakeClock();
   const backend = new ScriptedBackend(style);
   backend.clock = clock;
-  const election = new Election(backend, "me", options, clock);
+  const election = new Election(backend, "me", options, clock, random);
   const events: string[] = [];
   election.on("elected", (token) => events.push(`elected ${token} @${clock.now()}`));
   election.on("unelected", () => events.push(`unelected @${clock.now()}`));
@@ -193,6 +194,21 @@ describe("leader step-down timing", () => {
     assert.equal(election.isLeader(), true);
     assert.ok(events.some((e) => e.startsWith("elected")));
     election.stop();
+  });
+
+  it("spreads the first renewal over the interval's second half, then keeps that phase", async () => {
+    for (const [random, firstAt] of [[0, 5_000], [0.5, 3_750], [1, 2_500]] as const) {
+      const { clock, backend, election } = setup("queue", () => random);
+      const electedAt = await elect(clock, election);
+      const renewedAt: number[] = [];
+      for (let t = 0; t < 13_000; t += 250) {
+        const before = backend.renewals;
+        await clock.advance(250);
+        if (backend.renewals > before) renewedAt.push(clock.now() - electedAt);
+      }
+      assert.deepEqual(renewedAt, [firstAt, firstAt + 5_000, firstAt + 10_000].filter((t) => t <= 13_000), `random ${random}`);
+      election.stop();
+    }
   });
 
   it("renews on a fixed schedule from each send, so a slow link does not push renewals past the deadline", async () => {
