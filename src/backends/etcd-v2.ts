@@ -471,7 +471,10 @@ class WatchSet {
   readonly signal: AbortSignal;
   private readonly pending = new Map<Member | TurnWitness, Promise<WatchResult | { verdict: TurnVerdict }>>();
   private turnWitness: TurnWitness | undefined;
-  /** Ends a race in next() that started before a watch was added, so that it takes the new one too. */
+  /**
+   * Ends a race in next() that started before the witness was added (a
+   * renewal arms it while the wait runs), so that the race takes it too.
+   */
   private addedDuringRace: (() => void) | undefined;
 
   constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
@@ -481,8 +484,8 @@ class WatchSet {
   /** Watches `member`, which was seen alive at etcd index `knownAliveAt`. */
   follow(member: Member, knownAliveAt: number): void {
     if (this.pending.has(member)) return;
+    // Called only between races (from the wait's loop): no race to wake.
     this.arm(member, knownAliveAt + 1);
-    this.addedDuringRace?.();
   }
 
   /** Adds the witness; its verdict comes out of next() once. */
