@@ -301,6 +301,10 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
             dropMembership();
           }
           this.report(step, reason, backoff.attempts + 1);
+          // That answer came from the store: it is reachable again, and the
+          // failures before it (a partition that just healed) need not delay
+          // the rejoin. A join that succeeds resets the count anyway.
+          if (isMembershipLost(reason)) backoff.reset();
           await this.backOff(step, reason, backoff, signal);
         } finally {
           phase.abort(new Error("phase over"));

@@ -106,7 +106,7 @@ namespace etcdLeader {
    * Options for `new Etcd3(...)` that elections need: gRPC keepalive, so a
    * connection that went silent is replaced in about 9 s instead of lasting
    * until the kernel's TCP timeout, and a circuit breaker that half-opens
-   * after 1 s instead of 5 s. `overrides` win (hosts, credentials, ...).
+   * after 250 ms instead of 5 s. `overrides` win (hosts, credentials, ...).
    */
   export const etcd3Options = etcd3.etcd3Options;
 

@@ -120,6 +120,33 @@ describe("leader step-down timing", () => {
     election.stop();
   });
 
+  it("rejoins after the first back-off step when a loss ends a run of failures: the store answered", async () => {
+    const { clock, backend, election } = setup();
+    const joinedAt: number[] = [];
+    const join = backend.join!;
+    backend.join = () => (joinedAt.push(clock.now()), join());
+    let lostAt: number | undefined;
+    election.on("error", (err) => {
+      if (lostAt === undefined && /: gone$/.test(err.message)) lostAt = clock.now();
+    });
+    // Joined, then the store unreachable for a while: the wait fails, and its retries back off to their 1 s ceiling.
+    backend.firstInLine = false;
+    backend.turnAnswer = "fail";
+    election.start();
+    await clock.advance(6_000);
+    assert.equal(joinedAt.length, 1);
+    // It answers again, and says the membership is gone (its TTL ran out meanwhile).
+    backend.turnAnswer = "lost";
+    while (lostAt === undefined && clock.now() < 20_000) await clock.advance(10);
+    assert.ok(lostAt !== undefined, "the loss was never reported");
+    backend.turnAnswer = "ok";
+    await clock.advance(1_000);
+    // retryInitialDelay is 100 ms: the next join within it, not after the 0.5 to 1 s the failures had reached.
+    const rejoinedAt = joinedAt[1];
+    assert.ok(rejoinedAt !== undefined && rejoinedAt - lostAt <= 100, `lost at ${lostAt}, joined at ${joinedAt.join(", ")}`);
+    election.stop();
+  });
+
   it("steps down and rejoins when the store shows the membership removed", async () => {
     const { clock, backend, election, events } = setup();
     await elect(clock, election);

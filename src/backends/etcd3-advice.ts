@@ -27,7 +27,7 @@ export const KEEPALIVE_ADVICE =
 export const BREAKER_ADVICE =
   "etcd3's default circuit breaker is open: it refuses every call to this host for 5 s after three failures, " +
   "longer than a short TTL. Create the client with new Etcd3(etcdLeader.etcd3Options({ hosts })), " +
-  "whose breaker half-opens after 1 s; " +
+  "whose breaker half-opens after 250 ms; " +
   README_SECTION;
 
 interface ClientAdvice {

@@ -28,6 +28,8 @@ export class ScriptedBackend implements ElectionBackend {
   clock: Clock | undefined;
   /** When false, awaitTurn waits until `grantTurn()`. */
   firstInLine = true;
+  /** "fail": awaitTurn cannot reach the store; "lost": it finds the membership gone. */
+  turnAnswer: "ok" | "fail" | "lost" = "ok";
   private turnWaiters: Array<() => void> = [];
   private lossWaiters: Array<() => void> = [];
 
@@ -67,6 +69,8 @@ export class ScriptedBackend implements ElectionBackend {
   }
 
   async awaitTurn(joined: Claim | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim> {
+    if (this.turnAnswer === "fail") throw new Error("connection refused");
+    if (this.turnAnswer === "lost") throw new MembershipLostError("gone");
     if (!this.firstInLine) {
       onLeader({ name: "someone-else", token: 1 });
       await this.pending(this.turnWaiters, signal);
