@@ -181,8 +181,9 @@ async function main(): Promise<void> {
         "NATS KV (this library only; no peer runs on NATS here): nats-server 2.9 with JetStream, one bucket per TTL whose " +
           "max_age is the TTL, one connection per member. Its idle load has its own table (NATS messages, not etcd requests); " +
           "the partition scenario and the etcd idle and change-cost tables are etcd's, and skip it",
-        "etcd3 clients keep etcd3's default fault handling (a host is shut for 5 s after three failed calls), not the 1 s " +
-          "breaker the README recommends for elections: the v3 rejoin after a partition includes those 5 s",
+        "etcd3 Election's clients keep etcd3's default fault handling (a host is shut for 5 s after three failed calls), " +
+          "as its documentation has them: its rejoin after a partition includes those 5 s. Ours use the client the README " +
+          "recommends (gRPC keepalive, a breaker that half-opens after 250 ms)",
       ],
     },
     graceful: [],
