@@ -3,7 +3,8 @@
 // next one without a read (see etcd-v3.ts), so it keeps what makes a member's
 // key and tells that key from a later one of the same name, the lease ID and
 // the create revision, as three numbers (24 bytes a member in a plain array),
-// and its name, instead of an object with its key (about 150 bytes in all).
+// and its name, packed with the others into one string (packed-names.ts),
+// instead of an object with its key (about 150 bytes in all).
 // With a thousand members in one process, every follower remembering up to a
 // thousand others, that is what a follower's memory is mostly made of.
 //
@@ -13,6 +14,8 @@
 //
 // Members only ever go from the two ends: the watched ones are the oldest (the
 // leader) and the newest (the one just before ours).
+
+import { PackedNames } from "./packed-names";
 
 export interface ListedMember {
   /** `<prefix><lease ID in lowercase hex>`. */
@@ -29,7 +32,7 @@ const LOW_DIGITS = 8;
 
 export class OlderMembers {
   private readonly entries: number[];
-  private readonly names: string[];
+  private readonly names: PackedNames;
   /** Members [first, end) are still in line, oldest first. */
   private first = 0;
   private end: number;
@@ -40,7 +43,7 @@ export class OlderMembers {
     members: readonly ListedMember[],
     readonly listedAt: number,
   ) {
-    this.names = members.map((m) => m.name);
+    this.names = new PackedNames(members.map((m) => m.name));
     // Sized once: an array grown by push() keeps up to half as much again spare.
     this.entries = new Array<number>(members.length * STRIDE);
     members.forEach(({ key, createRevision }, i) => {
@@ -64,7 +67,7 @@ export class OlderMembers {
     const base = i * STRIDE;
     const [createRevision, high, low] = this.entries.slice(base, base + STRIDE) as [number, number, number];
     const hex = high > 0 ? high.toString(16) + low.toString(16).padStart(LOW_DIGITS, "0") : low.toString(16);
-    return { key: this.prefix + hex, name: this.names[i]!, createRevision };
+    return { key: this.prefix + hex, name: this.names.at(i), createRevision };
   }
 
   /** Drops the member with this create revision if it is at one end; false if it is not in line. */
