@@ -20,6 +20,29 @@ export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
 }
 
 /**
+ * A controller that also aborts, with the parent's reason, when `parent`
+ * does: what AbortSignal.any([parent, controller.signal]) gives, for a
+ * fraction of the memory. Node 20's composite signal holds weak references
+ * both ways and a finalization-registry entry, and a waiting member holds one
+ * for as long as it waits. `release()` detaches it from the parent when its
+ * work is over, and aborts it too.
+ */
+export class ChildAbortController extends AbortController {
+  private readonly onParentAbort = () => this.abort(this.parent.reason);
+
+  constructor(private readonly parent: AbortSignal) {
+    super();
+    if (parent.aborted) this.abort(parent.reason);
+    else parent.addEventListener("abort", this.onParentAbort, { once: true });
+  }
+
+  release(reason: unknown): void {
+    this.parent.removeEventListener("abort", this.onParentAbort);
+    this.abort(reason);
+  }
+}
+
+/**
  * Why a request stopped waiting: a RequestTimeoutError when its signal came
  * from AbortSignal.timeout(), else whatever the signal was aborted with.
  */

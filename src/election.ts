@@ -4,7 +4,7 @@
 // why, lives in term.ts; the scopes and waits built on terms (whileLeading,
 // whenElected) live in scope.ts and until-elected.ts.
 import { EventEmitter } from "eventemitter3";
-import { emitSafely, sleep, untilAborted } from "./abort";
+import { ChildAbortController, emitSafely, sleep, untilAborted } from "./abort";
 import type { Claim, ElectionBackend, Leader, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
@@ -215,7 +215,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     let claim: Claim<M> | undefined;
     let renewal: Renewal<M> | undefined;
     let membershipLost: unknown;
-    let phase = new AbortController();
+    let phase = new ChildAbortController(signal);
 
     const hold = (held: Claim<M>) => {
       claim = held;
@@ -252,8 +252,10 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
     try {
       while (!signal.aborted) {
-        phase = new AbortController();
-        const phaseSignal = AbortSignal.any([signal, phase.signal]);
+        phase.release(new Error("phase over"));
+        // Aborted by stop() too: stop() aborts `signal`.
+        phase = new ChildAbortController(signal);
+        const phaseSignal = phase.signal;
         let step: ElectionPhase = "join";
         try {
           this.setActivity(claim || !this.backend.join ? "following" : "joining");
@@ -307,7 +309,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           if (isMembershipLost(reason)) backoff.reset();
           await this.backOff(step, reason, backoff, signal);
         } finally {
-          phase.abort(new Error("phase over"));
+          phase.release(new Error("phase over"));
         }
       }
     } finally {

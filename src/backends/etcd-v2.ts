@@ -32,7 +32,7 @@
 // same index proves as much as a read would). Only a re-arm that etcd answers
 // with 401 costs a point read.
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
-import { untilAborted } from "../abort";
+import { ChildAbortController, untilAborted } from "../abort";
 import { MembershipLostError } from "../errors";
 import { nextTurn } from "../turns";
 import { log } from "../log";
@@ -467,7 +467,7 @@ interface WatchResult {
 
 /** The watches one waiting member holds (the leader's, and a witness), all cancelled together. */
 class WatchSet {
-  private readonly controller = new AbortController();
+  private readonly controller: ChildAbortController;
   readonly signal: AbortSignal;
   private readonly pending = new Map<Member | TurnWitness, Promise<WatchResult | { verdict: TurnVerdict }>>();
   private turnWitness: TurnWitness | undefined;
@@ -478,7 +478,8 @@ class WatchSet {
   private addedDuringRace: (() => void) | undefined;
 
   constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
-    this.signal = AbortSignal.any([parent, this.controller.signal]);
+    this.controller = new ChildAbortController(parent);
+    this.signal = this.controller.signal;
   }
 
   /** Watches `member`, which was seen alive at etcd index `knownAliveAt`. */
@@ -526,7 +527,7 @@ class WatchSet {
   }
 
   close(): void {
-    this.controller.abort(new Error("watches closed"));
+    this.controller.release(new Error("watches closed"));
   }
 
   private arm(member: Member, from: number): void {
