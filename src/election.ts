@@ -215,6 +215,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     let claim: Claim<M> | undefined;
     let renewal: Renewal<M> | undefined;
     let membershipLost: unknown;
+    // Aborted by stop() too (stop() aborts `signal`); by a resync, a lost
+    // membership or an expired term; and released when the phase is over.
     let phase = new ChildAbortController(signal);
 
     const hold = (held: Claim<M>) => {
@@ -252,9 +254,6 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
     try {
       while (!signal.aborted) {
-        phase.release(new Error("phase over"));
-        // Aborted by stop() too: stop() aborts `signal`.
-        phase = new ChildAbortController(signal);
         const phaseSignal = phase.signal;
         let step: ElectionPhase = "join";
         try {
@@ -310,6 +309,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           await this.backOff(step, reason, backoff, signal);
         } finally {
           phase.release(new Error("phase over"));
+          phase = new ChildAbortController(signal);
         }
       }
     } finally {
