@@ -16,25 +16,18 @@ const SCENARIO_TIMEOUT_MS = 120_000;
 /** Cleanup that takes longer than this has hung; failing the hook says so instead of holding the run. */
 const CLEANUP_TIMEOUT_MS = 60_000;
 
-after(
-  async () => {
-    await cleanupEverything();
-    await killAllMembers();
-  },
-  { timeout: CLEANUP_TIMEOUT_MS },
-);
+async function cleanUp(): Promise<void> {
+  await cleanupEverything();
+  await killAllMembers();
+}
+
+after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
 
 const DESCRIPTIONS = { v2: "etcd v2 API (node-etcd)", v3: "etcd v3 API (etcd3)", nats: "NATS JetStream KV (nats-server 2.9)" };
 
 for (const backend of FAULT_BACKENDS) {
   describe(`fault injection, ${DESCRIPTIONS[backend]}`, () => {
-    after(
-      async () => {
-        await cleanupEverything();
-        await killAllMembers();
-      },
-      { timeout: CLEANUP_TIMEOUT_MS },
-    );
+    after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
 
     for (const scenario of SCENARIOS) {
       it(scenario.id, { timeout: SCENARIO_TIMEOUT_MS, skip: scenario.notFor?.[backend] ?? false }, async (t) => {
