@@ -575,4 +575,31 @@ describe("etcd 3.4 v2 API facts the v2 backend relies on", () => {
     const fresh = await v2("DELETE", d.node.key, { prevIndex: r.body.node!.modifiedIndex });
     assert.equal(fresh.body.action, "compareAndDelete");
   });
+
+  test("fact 10: a write of a value with prevExist=true reaches a key watch as an `update`; 0.0.1's renewal (a write with prevIndex) as a `compareAndSwap`", async () => {
+    const dir = "/f10/election";
+    const c = await createInOrder(dir, "me", 30);
+    const key = c.node.key;
+    const announcement = new Watch(key, { waitIndex: c.etcdIndex + 1 });
+    await sleep(100);
+    const u = await v2("PUT", key, { value: "me", ttl: 30, prevExist: true });
+    assert.equal(u.status, 200, JSON.stringify(u.body));
+    const seen = await announcement.event();
+    assert.equal(seen.body.action, "update");
+    assert.equal(seen.body.node!.value, "me");
+    assert.equal(seen.body.node!.createdIndex, c.node.createdIndex, "the same key: its createdIndex stays");
+
+    const renewal = new Watch(key, { waitIndex: u.body.node!.modifiedIndex + 1 });
+    await sleep(100);
+    const cas = await v2("PUT", key, { value: "me", ttl: 30, prevIndex: u.body.node!.modifiedIndex });
+    assert.equal(cas.status, 200, JSON.stringify(cas.body));
+    assert.equal((await renewal.event()).body.action, "compareAndSwap");
+
+    // Through node-etcd as the backend sends it.
+    const viaClient = new Watch(key, { waitIndex: cas.body.node!.modifiedIndex + 1 });
+    await sleep(100);
+    const sent = await nodeEtcd((cb) => client.set(key, "me", { ttl: 30, prevExist: true, maxRetries: 0 }, cb));
+    assert.equal(sent.err, null);
+    assert.equal((await viaClient.event()).body.action, "update");
+  });
 });

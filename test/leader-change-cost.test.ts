@@ -4,7 +4,8 @@
 // removal since then is replayed), with no read. The successor proves its
 // membership outlived its turn without a read too: on v3 from its watch over
 // its own key and the predecessor's, on v2 from its witness (a watch of the
-// election directory held by the member next in line).
+// election directory held by the member next in line). On v2 only that member
+// watches the leader; the others watch it, and learn from its announcement.
 //
 // v2: every request goes through a counting proxy, by kind. v3: etcd's own
 // gRPC counters (Range calls and Watch stream messages).
@@ -37,6 +38,7 @@ async function countingProxy(): Promise<CountingProxy> {
 }
 
 interface Line {
+  key: string;
   elections: etcdLeader.Election[];
   recorders: EventRecorder[];
 }
@@ -56,7 +58,7 @@ async function line(api: "v2" | "v3", hosts: string[], count = MEMBERS, ttl = TT
     if (i === 0) await recorder.next("elected", SETTLE_MS);
     else await recorder.next("leader", SETTLE_MS, 0, (leader) => leader === "m0");
   }
-  return { elections, recorders };
+  return { key, elections, recorders };
 }
 
 /** The leader m<i> leaves; resolves once m<i+1> leads and every other follower names it. */
@@ -81,9 +83,56 @@ describe("the cost of a change of leader to its followers", () => {
     const followers = MEMBERS - 2;
     assert.equal(cost.list, 0, `listings: ${JSON.stringify(cost)}`);
     assert.equal(cost.read, 0, `point reads: ${JSON.stringify(cost)}`);
-    // The successor watches its own key; each other follower re-arms one watch, on m1; the
-    // new next in line arms its witness at its next renewal (TTL 10: not within this change).
+    // The successor watches its own key (after its announcement, the one write); each other
+    // follower re-arms one watch, m2 on m1 and the rest on m2; the new next in line arms its
+    // witness at its next renewal (TTL 10: not within this change).
     assert.ok(cost.watch <= followers + 1, `watches: ${cost.watch} for ${followers} followers (${JSON.stringify(cost)})`);
+    assert.equal(cost.write, 1, `the successor's announcement: ${JSON.stringify(cost)}`);
+  });
+
+  it("v2: only the member next in line watches the leader, so the leader's removal wakes only it", { timeout: 60_000 }, async () => {
+    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    proxies.push(proxy);
+    const from = performance.now();
+    const members = await line("v2", [proxy.hostPort], 6);
+    await sleep(300);
+    const watched = (key: string | undefined) =>
+      proxy.since(from).filter((r) => r.kind === "watch" && r.query.get("recursive") !== "true" && r.path === `/v2/keys${key}`).length;
+    const listing = (await (await fetch(`${etcd.clientUrls[0]}/v2/keys${members.key}?sorted=true`)).json()) as { node: { nodes: Array<{ key: string }> } };
+    const [leaderKey, heirKey] = listing.node.nodes.map((n) => n.key);
+    assert.equal(watched(leaderKey), 2, "the leader's key is watched by the leader itself and by m1");
+    assert.equal(watched(heirKey), 4, "m2 to m5 watch m1");
+
+    // A leader that goes wakes m1, which leads and announces; the others learn from that.
+    const marks = members.recorders.map((r) => r.mark);
+    await members.elections[0]!.leave();
+    await Promise.all(members.recorders.slice(2).map((r, j) => r.next("leader", SETTLE_MS, marks[2 + j], (leader) => leader === "m1")));
+  });
+
+  it("v2: an announcement that fails is sent again by the next renewal", { timeout: 60_000 }, async () => {
+    // TTL 2: renewals every second. m1's first announcement gets no answer.
+    const direct = etcd.hostPorts;
+    const viaProxy = await countingProxy();
+    const key = `/leader-change-cost-v2/${randomUUID()}`;
+    const names = ["m0", "m1", "m2"];
+    const elections = names.map((name, i) => etcdLeader(clients.create("v2", i === 1 ? [viaProxy.hostPort] : direct), key, name, 2));
+    const recorders = elections.map((e, i) => new EventRecorder(e, names[i]!));
+    for (const e of elections) cleanup.push(() => e.leave());
+    elections[0]!.start();
+    await recorders[0]!.next("elected", SETTLE_MS);
+    for (const i of [1, 2]) {
+      elections[i]!.start();
+      await recorders[i]!.next("leader", SETTLE_MS, 0, (leader) => leader === "m0");
+    }
+    let writes = 0;
+    const firstWrite = viaProxy.hold((r) => r.kind === "write" && ++writes === 1);
+    const mark = recorders[2]!.mark;
+    await elections[0]!.leave();
+    await recorders[1]!.next("elected", SETTLE_MS);
+    await firstWrite.seen;
+    await recorders[2]!.next("leader", SETTLE_MS, mark, (leader) => leader === "m1");
+    assert.ok(writes >= 2, `writes by m1: ${writes}`);
+    firstWrite.release();
   });
 
   it("v2: a member that became next in line proves its turn without a read once it has renewed", { timeout: 60_000 }, async () => {

@@ -42,6 +42,26 @@ describe("the line a v2 follower remembers", () => {
     assert.equal(line.removeOldest(10), false);
   });
 
+  it("drops the heir (the member behind the oldest), keeping the oldest and the order behind it", () => {
+    const line = new V2OlderMembers(dir, members, 99);
+    assert.equal(line.heir()?.name, NAMES[1]);
+    assert.equal(line.removeHeir(10), false, "removed the oldest as if it were the heir");
+    assert.equal(line.removeHeir(11), true);
+    assert.equal(line.oldest()?.name, NAMES[0]);
+    assert.deepEqual(line.heir(), { ...members[2], seenAt: 99 });
+    assert.equal(line.removeOldest(10), true);
+    assert.equal(line.oldest()?.name, NAMES[2]);
+    const rest = [];
+    while (line.heir()) {
+      rest.push(line.heir()!.name);
+      line.removeHeir(line.heir()!.createdIndex);
+    }
+    assert.deepEqual(rest, NAMES.slice(3));
+    assert.equal(line.size, 1);
+    assert.equal(line.oldest()?.name, NAMES[2]);
+    assert.equal(line.removeHeir(12), false, "no heir behind the last one");
+  });
+
   it("keeps a key that only looks like an in-order key as the key it is", () => {
     const odd = { key: `${dir}/${"7".repeat(20)}`, name: "odd", createdIndex: 3 };
     const line = new V2OlderMembers(dir, [odd, members[0]!], 5);

@@ -9,8 +9,9 @@
 // directory that merely looks like an in-order key (20 digits, but not its
 // own createdIndex) is kept by name, so it is watched as the key it is.
 //
-// Members only ever go from the front: a follower watches the oldest (the
-// leader), and passes over a member that went meanwhile when it would lead.
+// Members go from the front, or just behind it: a follower watches the member
+// next in line after the leader (the heir), and drops it when it goes; when
+// the heir announces that it leads, the leader before it is gone.
 
 /** One member of the line, whole: what the watches hold. */
 export interface LineMember {
@@ -55,6 +56,23 @@ export class OlderMembers {
     if (this.size === 0) return undefined;
     const createdIndex = this.createdIndexes[this.first]!;
     return { key: this.keyOf(createdIndex), name: this.names[this.first]!, createdIndex, seenAt: this.listedAt };
+  }
+
+  /** The member next in line after the oldest; undefined when there is none. */
+  heir(): LineMember | undefined {
+    if (this.size < 2) return undefined;
+    const createdIndex = this.createdIndexes[this.first + 1]!;
+    return { key: this.keyOf(createdIndex), name: this.names[this.first + 1]!, createdIndex, seenAt: this.listedAt };
+  }
+
+  /** Drops the heir, if it has this createdIndex; false if it has not. */
+  removeHeir(createdIndex: number): boolean {
+    if (this.size < 2 || this.createdIndexes[this.first + 1] !== createdIndex) return false;
+    // The oldest moves into the heir's slot: the window stays one piece.
+    this.createdIndexes[this.first + 1] = this.createdIndexes[this.first]!;
+    this.names[this.first + 1] = this.names[this.first]!;
+    this.first++;
+    return true;
   }
 
   /** Drops the oldest member, if it has this createdIndex; false if it has not. */

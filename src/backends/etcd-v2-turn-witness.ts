@@ -10,10 +10,10 @@
 // predecessor's removal before any removal of ours shows our key was there
 // when the predecessor went: what a read after the removal would show, but
 // already in place when the removal happens, so the successor leads on that
-// one answer, a round trip sooner. (It is not the first answer a change of
-// leader sends: for a deletion etcd's watcher hub notifies the watchers of the
-// removed key first, and those of the directories above it after, so with a
-// hundred followers watching the leader the witness's answer comes last.)
+// one answer, a round trip sooner. (For a deletion etcd's watcher hub
+// notifies the watchers of the removed key before those of the directories
+// above it; the other followers watch the heir, not the leader, so that the
+// witness's answer is not queued behind a hundred others.)
 //
 // It costs a request per event in the directory (renewals are not events:
 // fact 2 of etcd-v2-facts.test.ts), so only the member next in line holds

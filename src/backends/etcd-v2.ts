@@ -2,12 +2,15 @@
 //
 //   join      POST <dir> value=<name> ttl=<ttl>      -> <dir>/<createdIndex, zero-padded>
 //   renew     PUT <key> ttl=<ttl> refresh=true prevExist=true (no value: wakes no watcher)
-//   turn      GET <dir>?sorted=true; the lowest createdIndex leads; every other
-//             member watches the leader (the next one, when it goes, from
-//             where the listing saw it). When the last older member goes, the
+//   turn      GET <dir>?sorted=true; the lowest createdIndex leads. The
+//             member next in line (the heir) watches the leader; every other
+//             member watches the heir. When the last older member goes, the
 //             member's witness or a GET <key> proves our own key still exists
 //             after that (it may have gone with the whole directory, or been
 //             deleted alone) before we lead.
+//   announce  PUT <key> value=<name> ttl=<ttl> prevExist=true, once, by a
+//             member that waited for its turn, when it leads: an `update`
+//             event, which tells the members watching it that it leads.
 //   loss      the leader watches its own key for a delete or an expiry.
 //   leave     DELETE <key>
 //
@@ -16,11 +19,17 @@
 //
 // Waiting costs no listing: a member remembers the members older than itself
 // from its one listing (no member can become older later, since createdIndex
-// only grows), and when the leader goes it watches the next one from the
-// index it was last seen at, which replays its removal if it went meanwhile:
-// one request per change, no read. When etcd has forgotten the
+// only grows), and when the member it watches goes it watches the next one
+// from the index it was last seen at, which replays its removal if it went
+// meanwhile: one request per change, no read. When etcd has forgotten the
 // history a watch needs (error 401: more than 1000 events since, renewals not
 // counted), a point read of the watched key says whether it is still there.
+//
+// Why followers watch the heir and not the leader: a leader's removal then
+// wakes only the heir, whose proof of turn is the first answer etcd sends and
+// the first this process reads, not one among a hundred. The followers learn
+// the new leader from its announcement a round trip later, and re-arm one
+// watch each, as they would have on the removal.
 //
 // No long poll waits unbounded. A connection that dies without a FIN or an
 // RST (a NAT gateway or firewall forgetting an idle flow) would hold a watch
@@ -59,6 +68,10 @@ export interface V2Membership extends Membership {
   knownAliveAt: number;
   /** Told after each renewal that moved knownAliveAt: the wait for the turn may arm its witness then. */
   onRenewed?: (() => void) | undefined;
+  /** Set while the member leads without having told the members watching it: its next renewal announces. */
+  unannounced?: boolean;
+  /** The announcement sent when it came to lead, settled (never rejected) once etcd answered it or it gave up. */
+  announcing?: Promise<void> | undefined;
 }
 
 interface Member {
@@ -119,19 +132,32 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   async renew(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    if (membership.unannounced) return this.announce(membership, signal);
+    await this.write(membership, "refresh membership", null, signal);
+  }
+
+  /**
+   * Tells the members watching ours that it leads: a write of its value
+   * (with prevExist, an `update` event; 0.0.1 members renew with
+   * compareAndSwap, and a refresh wakes nobody). It renews the key too. Until
+   * one succeeds, each renewal announces instead of refreshing.
+   */
+  private async announce(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    membership.unannounced = true;
+    await this.write(membership, "announce leadership", this.name, signal);
+    membership.unannounced = false;
+  }
+
+  /** A refresh (value null: no watcher wakes) or a write of our value, of our own key only. */
+  private async write(membership: V2Membership, operation: string, value: string | null, signal: AbortSignal): Promise<void> {
     try {
+      const options = value === null ? { refresh: true } : {};
       const { body, etcdIndex } = await call(
-        "refresh membership",
-        (cb) =>
-          this.client.set(
-            membership.id,
-            null,
-            { ttl: this.ttlSeconds, refresh: true, prevExist: true, ...NO_CLIENT_RETRIES },
-            cb,
-          ),
+        operation,
+        (cb) => this.client.set(membership.id, value, { ttl: this.ttlSeconds, ...options, prevExist: true, ...NO_CLIENT_RETRIES }, cb),
         signal,
       );
-      const node = requireNode(body, "refresh");
+      const node = requireNode(body, operation);
       if (node.createdIndex !== membership.token) {
         // Ours was removed and someone wrote a key of the same name since: that one is not our place in line.
         throw new MembershipLostError(`membership ${membership.id} was replaced by a key created at ${node.createdIndex}`);
@@ -152,16 +178,26 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     signal: AbortSignal,
   ): Promise<Claim<V2Membership>> {
     if (!joined) throw new TypeError("etcd v2 elections are queues: join before awaiting the turn");
-    await this.untilFirstInLine(joined.membership, onLeader, signal);
+    const waited = await this.untilFirstInLine(joined.membership, onLeader, signal);
+    if (waited) {
+      // Members behind ours watch it, not the leader that went: tell them at
+      // once. The signal ends with this phase; the write gets a TTL, and a
+      // renewal announces again if it fails.
+      joined.membership.announcing = this.announce(joined.membership, AbortSignal.timeout(this.ttlSeconds * 1000)).catch((err: unknown) =>
+        log.v2("%s: announcing failed, the next renewal announces: %s", joined.membership.id, (err as Error).message),
+      );
+    }
     return joined;
   }
 
-  private async untilFirstInLine(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+  /** Resolves once ours is the oldest member, with whether it had to wait for older ones. */
+  private async untilFirstInLine(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<boolean> {
     const older = await this.placeInLine(membership, signal);
-    if (!older) return;
+    if (!older) return false;
     onLeader(leaderOf(older.oldest()));
     const { turnAt, proven } = await this.waitForOlderMembers(membership, older, onLeader, signal);
     if (!proven) await this.confirmAlive(membership, turnAt, signal);
+    return true;
   }
 
   /**
@@ -200,30 +236,34 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   /**
-   * Follows the leader (the oldest member) until no older member is left,
-   * then resolves with the etcd index at which the last one was seen gone,
-   * and whether our key is known to have outlived it.
+   * Waits until no older member is left, then resolves with the etcd index
+   * at which the last one was seen gone, and whether our key is known to
+   * have outlived it.
    *
-   * When the leader goes, the next one in line is named at once, from
-   * memory, and watched from where the listing saw it, with no read: etcd
-   * replays a removal since then at once, and the watch on the removal moves
-   * on to the next. A change of leader thus costs a follower one request.
-   * etcd keeps the last 1000 events, renewals not counted (they are not in
-   * its history): a member last seen before those costs a 401, then the point
-   * read that watchKey makes of it, then the watch.
+   * One member is watched at a time, from the index it was last seen at, so
+   * a change since then is replayed at once:
+   * - while another member stands between ours and the leader, the heir (the
+   *   member next in line after the leader). Its removal moves the watch to
+   *   the member behind it; its announcement (it leads, so the leader before
+   *   it is gone) names it the leader.
+   * - once ours is the heir, the leader: its removal is our turn.
+   * A change of leader costs a follower one request, and the leader's
+   * removal wakes only the heir. A member that leaves from further back is
+   * passed over when the watch comes to it: its removal is replayed at once.
+   * One long poll per follower (a socket and some 11 KiB here, and a watcher
+   * at etcd), not two as in ZooKeeper's recipe.
    *
-   * Only the leader is watched, not also the member just before ours as in
-   * ZooKeeper's recipe: one long poll per follower, not two (a pending long
-   * poll is a socket and some 11 KiB here, and a watcher at etcd). A member
-   * that leaves from the middle of the line is passed over when it would
-   * lead: its removal is replayed at once, so the follower names it for one
-   * round trip at most, and the successor, not knowing it was next, proves
-   * its turn with a read instead of its witness.
+   * 0.0.1 members do not announce; they renew by writing their value (a
+   * compareAndSwap event). A follower that sees its heir do so watches the
+   * leader instead, from where it was last seen, and when the leader goes
+   * names the heir at once, from memory. Only before that heir's first
+   * renewal (within half its TTL of the listing) does a follower learn of its
+   * leadership late: at that renewal.
    *
-   * The member next in line also holds a witness (etcd-v2-turn-witness.ts)
-   * that proves the turn without a read: from its listing if that shows it
-   * next, else from its first renewal after it became next (a renewal says
-   * at which index our key was there, so the witness has nothing to replay).
+   * The heir also holds a witness (etcd-v2-turn-witness.ts) that proves the
+   * turn without a read: from its listing if that shows it next, else from
+   * its first renewal after it became next (a renewal says at which index
+   * our key was there, so the witness has nothing to replay).
    */
   private async waitForOlderMembers(
     membership: V2Membership,
@@ -238,10 +278,18 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       const predecessorKey = older.oldest()!.key;
       watches.witness(new TurnWitness(watchDirectory, membership.id, membership.token, predecessorKey, membership.knownAliveAt, watches.signal));
     };
+    /** The etcd index the leader was last seen at: the listing's, or its announcement's. */
+    let leaderSeenAt = older.listedAt;
+    /** A heir seen renewing by writing (a 0.0.1 member), which will not announce, and where it was seen. */
+    let silentHeir: { createdIndex: number; seenAt: number } | undefined;
+    const watchNext = () => {
+      const heir = older.heir();
+      if (heir && heir.createdIndex !== silentHeir?.createdIndex) watches.follow(heir, heir.seenAt);
+      else watches.follow(older.oldest()!, leaderSeenAt);
+    };
     membership.onRenewed = armWitness;
     try {
-      let leader = older.oldest()!;
-      watches.follow(leader, leader.seenAt);
+      watchNext();
       armWitness();
       let turnAt = older.listedAt;
       /** Set once no older member is left and the witness has yet to vouch for our key at that point. */
@@ -257,7 +305,16 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         }
         const { member, outcome, at } = result;
         turnAt = Math.max(turnAt, at);
-        if (outcome === "removed") {
+        const leader = older.oldest()!;
+        if (member.createdIndex === leader.createdIndex) {
+          // The leader: ours is the heir, or the heir is silent.
+          if (outcome !== "removed") {
+            // A write (0.0.1 members renew so, ours announce): the name may be new.
+            onLeader(leaderOf(member));
+            leaderSeenAt = at;
+            watches.follow(member, leaderSeenAt);
+            continue;
+          }
           older.removeOldest(member.createdIndex);
           const next = older.oldest();
           if (!next) {
@@ -268,15 +325,25 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
             awaitingWitness = true;
             continue;
           }
-          // Named at once, from memory; the watch on the new leader can wait its turn (turns.ts).
-          leader = next;
-          onLeader(leaderOf(leader));
-          await nextTurn();
-          signal.throwIfAborted();
-          watches.follow(leader, leader.seenAt);
-          continue;
+          // The silent heir, named at once, from memory.
+          leaderSeenAt = next.createdIndex === silentHeir?.createdIndex ? silentHeir.seenAt : older.listedAt;
+          onLeader(leaderOf(next));
+        } else if (outcome === "removed") {
+          older.removeHeir(member.createdIndex);
+        } else if (outcome === "announced") {
+          // It leads: the leader before it is gone.
+          older.removeOldest(leader.createdIndex);
+          leaderSeenAt = at;
+          onLeader(leaderOf(member));
+        } else {
+          // A 0.0.1 heir renewing: watch the leader instead, from where it was last seen.
+          silentHeir = { createdIndex: member.createdIndex, seenAt: at };
         }
-        onLeader(leaderOf(leader));
+        // Every follower in a process gets here from the same answer; the
+        // next watch can wait its turn (turns.ts).
+        await nextTurn();
+        signal.throwIfAborted();
+        watchNext();
       }
     } finally {
       membership.onRenewed = undefined;
@@ -285,11 +352,14 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   async awaitLoss(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    // Watching from after the announcement saves a wake-up on our own write.
+    if (membership.announcing) await untilAborted("announce leadership", membership.announcing, signal);
+    membership.announcing = undefined;
     let from = membership.knownAliveAt + 1;
     for (;;) {
       const outcome = await this.watchKey(membership.id, from, signal);
       if (isRemoval(outcome)) return;
-      from = outcome.modifiedIndex + 1;
+      from = outcome.node.modifiedIndex + 1;
     }
   }
 
@@ -397,15 +467,15 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   /**
    * Waits for the next change of one key at or after index `from`: its
    * removal (a delete or expiry of the key or of a directory above it, at
-   * etcd index `removedAt`) or a new value. Where etcd has forgotten the
+   * etcd index `removedAt`) or a write, and the action that wrote it. Where etcd has forgotten the
    * history the watch needs, a point read stands in for it: a key found gone
    * was removed by the read's index; a key still there is watched from there.
    */
-  async watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | V2Node> {
+  async watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | Write> {
     for (;;) {
       const event = await this.watch(key, from, false, signal);
       if (event !== "history-gone") {
-        return V2_REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event.node;
+        return V2_REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event;
       }
       const { seen, index } = await this.pointRead(key, signal);
       log.v2("%s: watch history from %d gone; read at %d: %s", key, from, index, seen ? "still there" : "gone");
@@ -451,12 +521,21 @@ interface Removal {
   removedAt: number;
 }
 
-function isRemoval(outcome: Removal | V2Node): outcome is Removal {
-  return typeof outcome === "object" && "removedAt" in outcome;
+/** A watched key was written: the event's action and the node it wrote. */
+interface Write {
+  action: string;
+  node: V2Node;
 }
 
-/** What became of a watched member: gone, or still there (possibly renamed). */
-type WatchOutcome = "removed" | "changed";
+function isRemoval(outcome: Removal | Write): outcome is Removal {
+  return "removedAt" in outcome;
+}
+
+/**
+ * What became of a watched member: gone, announced that it leads (a write
+ * with prevExist: an `update`), or written otherwise (possibly renamed).
+ */
+type WatchOutcome = "removed" | "announced" | "changed";
 
 /** A watch's outcome, and the etcd index it happened at. */
 interface WatchResult {
@@ -465,7 +544,7 @@ interface WatchResult {
   at: number;
 }
 
-/** The watches one waiting member holds (the leader's, and a witness), all cancelled together. */
+/** The watches one waiting member holds (one member's, and a witness), all cancelled together. */
 class WatchSet {
   private readonly controller: ChildAbortController;
   readonly signal: AbortSignal;
@@ -504,7 +583,7 @@ class WatchSet {
     return this.turnWitness !== undefined && this.pending.has(this.turnWitness);
   }
 
-  /** The next change on any watched key, or the witness's verdict. A removed member is no longer watched. */
+  /** The next change on any watched key, or the witness's verdict. The member it names is no longer watched. */
   async next(): Promise<WatchResult | { verdict: TurnVerdict }> {
     let result: WatchResult | { verdict: TurnVerdict } | "added";
     do {
@@ -512,17 +591,7 @@ class WatchSet {
       result = await Promise.race([...this.pending.values(), added]);
       this.addedDuringRace = undefined;
     } while (result === "added");
-    if ("verdict" in result) {
-      this.pending.delete(this.turnWitness!);
-      return result;
-    }
-    if (result.outcome === "changed") {
-      // A change that is not a removal (0.0.1 members renew by writing their
-      // value again): keep watching from just after it.
-      this.arm(result.member, result.at + 1);
-      return result;
-    }
-    this.pending.delete(result.member);
+    this.pending.delete("verdict" in result ? this.turnWitness! : result.member);
     return result;
   }
 
@@ -533,8 +602,8 @@ class WatchSet {
   private arm(member: Member, from: number): void {
     const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome): WatchResult => {
       if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
-      member.name = outcome.value ?? member.name;
-      return { member, outcome: "changed", at: outcome.modifiedIndex };
+      member.name = outcome.node.value ?? member.name;
+      return { member, outcome: outcome.action === "update" ? "announced" : "changed", at: outcome.node.modifiedIndex };
     });
     // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
     pending.catch(() => undefined);
