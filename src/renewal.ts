@@ -1,7 +1,7 @@
 // Keeps one membership alive: renews it every refresh interval, retries failed
 // renewals with back-off, and tells its owner when each renewal that succeeded
 // was *sent*, which is what a leader's deadline is counted from.
-import { untilAborted } from "./abort";
+import { ChildAbortController, untilAborted } from "./abort";
 import type { ElectionBackend, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import type { Clock } from "./clock";
@@ -22,7 +22,12 @@ export interface RenewalListener {
 }
 
 export class Renewal<M extends Membership> {
-  private readonly controller = new AbortController();
+  /**
+   * The renewals in flight (a scheduled one, and one renewNow asked for), for
+   * stop() to cancel. Each has a controller only while it runs: a member
+   * renews for as long as it lives, and an idle signal is some 0.5 KiB.
+   */
+  private readonly inFlight: AbortController[] = [];
   private readonly backoff: Backoff;
   private timer: unknown;
   private stopped = false;
@@ -82,7 +87,7 @@ export class Renewal<M extends Membership> {
   stop(): void {
     this.stopped = true;
     this.cancelTimer();
-    this.controller.abort(new Error("renewal stopped"));
+    for (const request of this.inFlight.splice(0)) request.abort(new Error("renewal stopped"));
   }
 
   private schedule(delay: number): void {
@@ -90,7 +95,7 @@ export class Renewal<M extends Membership> {
     this.cancelTimer();
     this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
-      void this.attempt(this.controller.signal).then(
+      void this.attempt().then(
         (sentAt) => this.scheduleAfter(sentAt),
         (err: unknown) => {
           if (!this.stopped && this.timer === undefined) this.retryAfter(err, true);
@@ -121,16 +126,21 @@ export class Renewal<M extends Membership> {
     }
   }
 
-  /** One renewal; reports its outcome to the listener and rethrows failures. */
-  private async attempt(signal: AbortSignal): Promise<number> {
+  /** One renewal, cut short when `signal` aborts; reports its outcome to the listener and rethrows failures. */
+  private async attempt(signal?: AbortSignal): Promise<number> {
     const sentAt = this.clock.now();
-    const requestSignal = AbortSignal.any([signal, this.controller.signal, AbortSignal.timeout(this.options.requestTimeout)]);
+    const request = signal ? new ChildAbortController(signal) : new AbortController();
+    const requestSignal = request.signal;
+    // A real timer, as AbortSignal.timeout() has: the request timeout is the network's, not the clock's.
+    const timeout = setTimeout(() => request.abort(new DOMException("renewal timed out", "TimeoutError")), this.options.requestTimeout);
+    timeout.unref();
+    this.inFlight.push(request);
     let renewing: Promise<void> | undefined;
     try {
       renewing = this.backend.renew(this.membership, requestSignal);
       await untilAborted("renew", renewing, requestSignal);
     } catch (failure) {
-      if (this.stopped || signal.aborted) throw failure;
+      if (this.stopped || signal?.aborted) throw failure;
       const err = renewing ? await backendTimeout(renewing, failure) : failure;
       if (isMembershipLost(err)) {
         this.stop();
@@ -139,6 +149,12 @@ export class Renewal<M extends Membership> {
         this.listener.failed(err, this.backoff.attempts + 1);
       }
       throw err;
+    } finally {
+      clearTimeout(timeout);
+      const index = this.inFlight.indexOf(request);
+      if (index >= 0) this.inFlight.splice(index, 1);
+      // Detached from the caller's signal: a signal that lives on keeps no trace of it.
+      if (request instanceof ChildAbortController) request.release(new Error("renewal over"));
     }
     if (this.stopped) return sentAt;
     this.confirmedSentAt = Math.max(this.confirmedSentAt, sentAt);

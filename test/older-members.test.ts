@@ -1,6 +1,7 @@
 // What a follower remembers of the line ahead of it, without a store: the
-// members older than itself as its one listing showed them, taken from the
-// ends as they go, names and keys given back as listed.
+// members older than itself as its one listing showed them, taken as they go,
+// names and keys given back as listed (on v2, the name of the leader only:
+// the others' names come from their own writes).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { OlderMembers as V2OlderMembers } from "../src/backends/etcd-v2-older-members";
@@ -27,47 +28,77 @@ describe("packed names", () => {
 describe("the line a v2 follower remembers", () => {
   const dir = "/election";
   const key = (createdIndex: number) => `${dir}/${String(createdIndex).padStart(20, "0")}`;
-  const members = NAMES.map((name, i) => ({ key: key(10 + i), name, createdIndex: 10 + i }));
+  // Differences of 1, 127, 128, 16384 and past 2^32 between neighbours: every varint length.
+  const createdIndexes = [10, 11, 138, 266, 16650, 2 ** 33 + 7, 2 ** 33 + 8, 2 ** 40];
+  const members = createdIndexes.map((createdIndex, i) => ({ key: key(createdIndex), name: NAMES[i]!, createdIndex }));
+  const at = (createdIndex: number) => ({ key: key(createdIndex), createdIndex, seenAt: 99 });
 
-  it("goes from the front only, naming each member and its key as listed", () => {
+  it("names the leader as listed, and gives each heir's key and createdIndex back as listed as the heirs go", () => {
     const line = new V2OlderMembers(dir, members, 99);
-    const seen = [];
-    for (let next = line.oldest(); next; next = line.oldest()) {
-      seen.push(next);
-      assert.equal(line.removeOldest(next.createdIndex + 1), false, "removed a member that is not the oldest");
-      assert.equal(line.removeOldest(next.createdIndex), true);
+    assert.deepEqual(line.oldest(), { ...at(10), name: NAMES[0] });
+    const heirs = [];
+    for (let heir = line.heir(); heir; heir = line.heir()) {
+      heirs.push(heir);
+      assert.equal(line.removeHeir(heir.createdIndex + 1), false, "removed a member that is not the heir");
+      assert.equal(line.removeHeir(heir.createdIndex), true);
     }
-    assert.deepEqual(seen, members.map((m) => ({ ...m, seenAt: 99 })));
+    assert.deepEqual(heirs, createdIndexes.slice(1).map(at));
+    assert.equal(line.size, 1);
+    assert.deepEqual(line.oldest(), { ...at(10), name: NAMES[0] });
+    assert.equal(line.removeLast(11), false);
+    assert.equal(line.removeLast(10), true);
     assert.equal(line.size, 0);
-    assert.equal(line.removeOldest(10), false);
+    assert.equal(line.oldest(), undefined);
   });
 
-  it("drops the heir (the member behind the oldest), keeping the oldest and the order behind it", () => {
+  it("lets each heir lead under the name it wrote, dropping the leader before it", () => {
     const line = new V2OlderMembers(dir, members, 99);
-    assert.equal(line.heir()?.name, NAMES[1]);
-    assert.equal(line.removeHeir(10), false, "removed the oldest as if it were the heir");
-    assert.equal(line.removeHeir(11), true);
-    assert.equal(line.oldest()?.name, NAMES[0]);
-    assert.deepEqual(line.heir(), { ...members[2], seenAt: 99 });
-    assert.equal(line.removeOldest(10), true);
-    assert.equal(line.oldest()?.name, NAMES[2]);
-    const rest = [];
-    while (line.heir()) {
-      rest.push(line.heir()!.name);
-      line.removeHeir(line.heir()!.createdIndex);
+    assert.equal(line.heirLeads(10, "x"), false, "the leader cannot lead after itself");
+    assert.equal(line.removeLast(10), false, "the leader is not the last one while a heir is behind it");
+    for (const [i, createdIndex] of createdIndexes.slice(1).entries()) {
+      assert.equal(line.size, createdIndexes.length - i);
+      assert.equal(line.heirLeads(createdIndex, `leader ${i}`), true);
+      assert.deepEqual(line.oldest(), { ...at(createdIndex), name: `leader ${i}` });
     }
-    assert.deepEqual(rest, NAMES.slice(3));
+    assert.equal(line.heir(), undefined);
     assert.equal(line.size, 1);
-    assert.equal(line.oldest()?.name, NAMES[2]);
-    assert.equal(line.removeHeir(12), false, "no heir behind the last one");
+  });
+
+  it("takes heirs leaving and heirs leading in any order", () => {
+    const line = new V2OlderMembers(dir, members, 99);
+    assert.equal(line.removeHeir(11), true);
+    assert.equal(line.heirLeads(138, "c"), true);
+    assert.equal(line.removeHeir(266), true);
+    assert.deepEqual(line.heir(), at(16650));
+    assert.equal(line.heirLeads(16650, "e"), true);
+    assert.deepEqual(line.oldest(), { ...at(16650), name: "e" });
+    assert.deepEqual(line.heir(), at(2 ** 33 + 7));
+    assert.equal(line.size, 4);
   });
 
   it("keeps a key that only looks like an in-order key as the key it is", () => {
     const odd = { key: `${dir}/${"7".repeat(20)}`, name: "odd", createdIndex: 3 };
-    const line = new V2OlderMembers(dir, [odd, members[0]!], 5);
+    const oddHeir = { key: `${dir}/${"8".repeat(20)}`, name: "odd heir", createdIndex: 4 };
+    const line = new V2OlderMembers(dir, [odd, oddHeir, members[0]!], 5);
     assert.equal(line.oldest()?.key, odd.key);
-    line.removeOldest(3);
-    assert.equal(line.oldest()?.key, key(10));
+    assert.equal(line.heir()?.key, oddHeir.key);
+    line.heirLeads(4, "odd heir");
+    assert.equal(line.oldest()?.key, oddHeir.key);
+    assert.equal(line.heir()?.key, key(10));
+  });
+
+  it("holds a thousand members behind the heir in a byte or two each", () => {
+    const many = Array.from({ length: 1002 }, (_, i) => ({ key: key(100 + 3 * i), name: `member-${i}`, createdIndex: 100 + 3 * i }));
+    const line = new V2OlderMembers(dir, many, 5000);
+    const stream = (line as unknown as { behindHeir: string }).behindHeir;
+    assert.equal(stream.length, 1000, "one byte per member for small differences");
+    let count = 0;
+    while (line.heir()) {
+      assert.equal(line.heir()!.createdIndex, 100 + 3 * (count + 1));
+      line.removeHeir(line.heir()!.createdIndex);
+      count++;
+    }
+    assert.equal(count, 1001);
   });
 });
 

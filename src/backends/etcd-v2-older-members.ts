@@ -1,33 +1,42 @@
 // The members older than a waiting v2 member, as its one listing showed them,
 // kept small: a follower remembers every member older than itself (no member
 // can become older later), and with a thousand members in one process that
-// is most of what a follower holds. Each member is its createdIndex and its
-// name, in two plain arrays (an in-order key is its createdIndex,
-// zero-padded, so the key follows from the number), instead of an object
-// with its key. The name stays: when the leader goes, a follower names the
-// next one at once, without a read (see etcd-v2.ts). A key under the
-// directory that merely looks like an in-order key (20 digits, but not its
-// own createdIndex) is kept by name, so it is watched as the key it is.
+// was most of what a follower held (two arrays of a number and a name per
+// member: 8 KiB for the average follower of a thousand).
 //
-// Members go from the front, or just behind it: a follower watches the member
-// next in line after the leader (the heir), and drops it when it goes; when
-// the heir announces that it leads, the leader before it is gone.
+// Members go from the front only: the leader, when the heir (the member next
+// in line after it) announces that it leads, or the heir, when it goes. So
+// the leader and the heir are kept whole, and the members behind the heir as
+// one stream read from the front: each one's createdIndex as its difference
+// from the one before, a base-128 varint, one character per byte of a
+// one-byte string (on the heap, where it is counted, at a byte or two per
+// member). Their names are not kept: a member behind the heir is named only
+// once it leads, and then by its own write (the announcement, or a 0.0.1
+// member's renewal), which carries its name. An in-order key is its
+// createdIndex, zero-padded, so the key follows from the number; a key under
+// the directory that merely looks like one (20 digits, but not its own
+// createdIndex) is kept by createdIndex, so it is watched as the key it is.
 
-/** One member of the line, whole: what the watches hold. */
+/** A member of the line: enough to watch it. */
 export interface LineMember {
   key: string;
-  name: string;
   createdIndex: number;
   /** An etcd index at which it was known to exist: a watch of it starts after it. */
   seenAt: number;
 }
 
+/** The leader: also its name, as listed or as it last wrote it. */
+export interface LeadingMember extends LineMember {
+  name: string;
+}
+
 export class OlderMembers {
-  /** Oldest first; members [first, end) are still in line. */
-  private readonly createdIndexes: number[];
-  private readonly names: string[];
-  private first = 0;
-  private readonly end: number;
+  private leader: { createdIndex: number; name: string } | undefined;
+  private heirIndex: number | undefined;
+  /** The members behind the heir, oldest first, as varint differences (see above). */
+  private readonly behindHeir: string;
+  private cursor = 0;
+  private leftBehindHeir: number;
   /** Keys that are not `<dir>/<createdIndex, zero-padded>`, by createdIndex; usually none. */
   private readonly unusualKeys: Map<number, string> | undefined;
 
@@ -37,9 +46,11 @@ export class OlderMembers {
     members: ReadonlyArray<{ key: string; name: string; createdIndex: number }>,
     readonly listedAt: number,
   ) {
-    this.createdIndexes = members.map((m) => m.createdIndex);
-    this.names = members.map((m) => m.name);
-    this.end = members.length;
+    const [leader, heir, ...rest] = members;
+    this.leader = leader && { createdIndex: leader.createdIndex, name: leader.name };
+    this.heirIndex = heir?.createdIndex;
+    this.behindHeir = heir ? encodeDifferences(heir.createdIndex, rest.map((m) => m.createdIndex)) : "";
+    this.leftBehindHeir = rest.length;
     for (const member of members) {
       if (member.key === this.inOrderKey(member.createdIndex)) continue;
       this.unusualKeys ??= new Map();
@@ -48,38 +59,58 @@ export class OlderMembers {
   }
 
   get size(): number {
-    return this.end - this.first;
+    return (this.leader ? 1 : 0) + (this.heirIndex === undefined ? 0 : 1) + this.leftBehindHeir;
   }
 
   /** The oldest member still in line, as seen by the listing; undefined when none is left. */
-  oldest(): LineMember | undefined {
-    if (this.size === 0) return undefined;
-    const createdIndex = this.createdIndexes[this.first]!;
-    return { key: this.keyOf(createdIndex), name: this.names[this.first]!, createdIndex, seenAt: this.listedAt };
+  oldest(): LeadingMember | undefined {
+    if (!this.leader) return undefined;
+    return { ...this.member(this.leader.createdIndex), name: this.leader.name };
   }
 
   /** The member next in line after the oldest; undefined when there is none. */
   heir(): LineMember | undefined {
-    if (this.size < 2) return undefined;
-    const createdIndex = this.createdIndexes[this.first + 1]!;
-    return { key: this.keyOf(createdIndex), name: this.names[this.first + 1]!, createdIndex, seenAt: this.listedAt };
+    return this.heirIndex === undefined ? undefined : this.member(this.heirIndex);
   }
 
-  /** Drops the heir, if it has this createdIndex; false if it has not. */
+  /** Drops the heir, if it has this createdIndex; false if it has not. The member behind it is the heir then. */
   removeHeir(createdIndex: number): boolean {
-    if (this.size < 2 || this.createdIndexes[this.first + 1] !== createdIndex) return false;
-    // The oldest moves into the heir's slot: the window stays one piece.
-    this.createdIndexes[this.first + 1] = this.createdIndexes[this.first]!;
-    this.names[this.first + 1] = this.names[this.first]!;
-    this.first++;
+    if (this.heirIndex !== createdIndex) return false;
+    this.heirIndex = this.nextBehindHeir();
     return true;
   }
 
-  /** Drops the oldest member, if it has this createdIndex; false if it has not. */
-  removeOldest(createdIndex: number): boolean {
-    if (this.size === 0 || this.createdIndexes[this.first] !== createdIndex) return false;
-    this.first++;
+  /** The heir, if it has this createdIndex, leads under `name`: the oldest is dropped. False if it has not. */
+  heirLeads(createdIndex: number, name: string): boolean {
+    if (this.heirIndex !== createdIndex) return false;
+    this.leader = { createdIndex, name };
+    this.heirIndex = this.nextBehindHeir();
     return true;
+  }
+
+  /** Drops the oldest member when it is the last one, if it has this createdIndex; false if it has not. */
+  removeLast(createdIndex: number): boolean {
+    if (this.size !== 1 || this.leader?.createdIndex !== createdIndex) return false;
+    this.leader = undefined;
+    return true;
+  }
+
+  private member(createdIndex: number): LineMember {
+    return { key: this.keyOf(createdIndex), createdIndex, seenAt: this.listedAt };
+  }
+
+  private nextBehindHeir(): number | undefined {
+    if (this.leftBehindHeir === 0 || this.heirIndex === undefined) return undefined;
+    let difference = 0;
+    let scale = 1;
+    let byte: number;
+    do {
+      byte = this.behindHeir.charCodeAt(this.cursor++);
+      difference += (byte % 128) * scale;
+      scale *= 128;
+    } while (byte >= 128);
+    this.leftBehindHeir--;
+    return this.heirIndex + difference;
   }
 
   private keyOf(createdIndex: number): string {
@@ -90,4 +121,27 @@ export class OlderMembers {
   private inOrderKey(createdIndex: number): string {
     return `${this.dirPath}/${String(createdIndex).padStart(20, "0")}`;
   }
+}
+
+/**
+ * Each of `createdIndexes` (ascending, all after `from`) as its difference
+ * from the one before, in base-128 varints (arithmetic, not bit operations:
+ * an etcd index may pass 2^32), one character per byte.
+ */
+function encodeDifferences(from: number, createdIndexes: readonly number[]): string {
+  const bytes: number[] = [];
+  let previous = from;
+  for (const createdIndex of createdIndexes) {
+    let difference = createdIndex - previous;
+    previous = createdIndex;
+    while (difference >= 128) {
+      bytes.push((difference % 128) + 128);
+      difference = Math.floor(difference / 128);
+    }
+    bytes.push(difference);
+  }
+  // In slices: a call takes only so many arguments.
+  const slices: string[] = [];
+  for (let i = 0; i < bytes.length; i += 8192) slices.push(String.fromCharCode(...bytes.slice(i, i + 8192)));
+  return slices.join("");
 }

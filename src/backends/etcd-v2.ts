@@ -46,7 +46,7 @@ import { MembershipLostError } from "../errors";
 import { nextTurn } from "../turns";
 import { log } from "../log";
 import { electionDirectory } from "./etcd-v2-key";
-import { OlderMembers } from "./etcd-v2-older-members";
+import { OlderMembers, type LineMember } from "./etcd-v2-older-members";
 import { TurnWitness, type TurnVerdict } from "./etcd-v2-turn-witness";
 import {
   call,
@@ -178,26 +178,19 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     signal: AbortSignal,
   ): Promise<Claim<V2Membership>> {
     if (!joined) throw new TypeError("etcd v2 elections are queues: join before awaiting the turn");
-    const waited = await this.untilFirstInLine(joined.membership, onLeader, signal);
-    if (waited) {
-      // Members behind ours watch it, not the leader that went: tell them at
-      // once. The signal ends with this phase; the write gets a TTL, and a
-      // renewal announces again if it fails.
-      joined.membership.announcing = this.announce(joined.membership, AbortSignal.timeout(this.ttlSeconds * 1000)).catch((err: unknown) =>
-        log.v2("%s: announcing failed, the next renewal announces: %s", joined.membership.id, (err as Error).message),
-      );
-    }
-    return joined;
-  }
-
-  /** Resolves once ours is the oldest member, with whether it had to wait for older ones. */
-  private async untilFirstInLine(membership: V2Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<boolean> {
+    const { membership } = joined;
     const older = await this.placeInLine(membership, signal);
-    if (!older) return false;
+    if (!older) return joined;
     onLeader(leaderOf(older.oldest()));
     const { turnAt, proven } = await this.waitForOlderMembers(membership, older, onLeader, signal);
     if (!proven) await this.confirmAlive(membership, turnAt, signal);
-    return true;
+    // Members behind ours watch it, not the leader that went: tell them at
+    // once. The signal ends with this phase; the write gets a TTL, and a
+    // renewal announces again if it fails.
+    membership.announcing = this.announce(membership, AbortSignal.timeout(this.ttlSeconds * 1000)).catch((err: unknown) =>
+      log.v2("%s: announcing failed, the next renewal announces: %s", membership.id, (err as Error).message),
+    );
+    return joined;
   }
 
   /**
@@ -280,8 +273,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     };
     /** The etcd index the leader was last seen at: the listing's, or its announcement's. */
     let leaderSeenAt = older.listedAt;
-    /** A heir seen renewing by writing (a 0.0.1 member), which will not announce, and where it was seen. */
-    let silentHeir: { createdIndex: number; seenAt: number } | undefined;
+    /** A heir seen renewing by writing (a 0.0.1 member), which will not announce: where, and under which name. */
+    let silentHeir: { createdIndex: number; seenAt: number; name: string } | undefined;
     const watchNext = () => {
       const heir = older.heir();
       if (heir && heir.createdIndex !== silentHeir?.createdIndex) watches.follow(heir, heir.seenAt);
@@ -303,21 +296,19 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           if (awaitingWitness) return { turnAt, proven: false };
           continue;
         }
-        const { member, outcome, at } = result;
+        const { member, outcome, at, value } = result;
         turnAt = Math.max(turnAt, at);
         const leader = older.oldest()!;
         if (member.createdIndex === leader.createdIndex) {
           // The leader: ours is the heir, or the heir is silent.
           if (outcome !== "removed") {
             // A write (0.0.1 members renew so, ours announce): the name may be new.
-            onLeader(leaderOf(member));
+            onLeader({ name: value ?? leader.name, token: leader.createdIndex });
             leaderSeenAt = at;
             watches.follow(member, leaderSeenAt);
             continue;
           }
-          older.removeOldest(member.createdIndex);
-          const next = older.oldest();
-          if (!next) {
+          if (older.removeLast(member.createdIndex)) {
             // A renewal at or after the removal proves as much as the witness would.
             if (membership.knownAliveAt >= turnAt) return { turnAt, proven: true };
             if (!watches.hasWitness()) return { turnAt, proven: false };
@@ -325,19 +316,23 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
             awaitingWitness = true;
             continue;
           }
-          // The silent heir, named at once, from memory.
-          leaderSeenAt = next.createdIndex === silentHeir?.createdIndex ? silentHeir.seenAt : older.listedAt;
-          onLeader(leaderOf(next));
+          // With a heir behind it, the leader is watched only when that heir is silent: it
+          // leads now, named at once, by the name its renewal wrote.
+          if (!silentHeir || !older.heirLeads(silentHeir.createdIndex, silentHeir.name)) {
+            throw new Error(`${membership.id}: watched the leader, but the member behind it is not the silent heir`);
+          }
+          leaderSeenAt = silentHeir.seenAt;
+          onLeader({ name: silentHeir.name, token: silentHeir.createdIndex });
         } else if (outcome === "removed") {
           older.removeHeir(member.createdIndex);
         } else if (outcome === "announced") {
           // It leads: the leader before it is gone.
-          older.removeOldest(leader.createdIndex);
+          older.heirLeads(member.createdIndex, value!);
           leaderSeenAt = at;
-          onLeader(leaderOf(member));
+          onLeader({ name: value!, token: member.createdIndex });
         } else {
           // A 0.0.1 heir renewing: watch the leader instead, from where it was last seen.
-          silentHeir = { createdIndex: member.createdIndex, seenAt: at };
+          silentHeir = { createdIndex: member.createdIndex, seenAt: at, name: value ?? "" };
         }
         // Every follower in a process gets here from the same answer; the
         // next watch can wait its turn (turns.ts).
@@ -471,17 +466,17 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * history the watch needs, a point read stands in for it: a key found gone
    * was removed by the read's index; a key still there is watched from there.
    */
-  async watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | Write> {
-    for (;;) {
-      const event = await this.watch(key, from, false, signal);
+  watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | Write> {
+    // A promise chain, not an async function: a follower holds one for as long as it waits.
+    return this.watch(key, from, false, signal).then(async (event) => {
       if (event !== "history-gone") {
         return V2_REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event;
       }
       const { seen, index } = await this.pointRead(key, signal);
       log.v2("%s: watch history from %d gone; read at %d: %s", key, from, index, seen ? "still there" : "gone");
       if (!seen) return { removedAt: index };
-      from = seen.index + 1;
-    }
+      return this.watchKey(key, seen.index + 1, signal);
+    });
   }
 
   /**
@@ -537,18 +532,19 @@ function isRemoval(outcome: Removal | Write): outcome is Removal {
  */
 type WatchOutcome = "removed" | "announced" | "changed";
 
-/** A watch's outcome, and the etcd index it happened at. */
+/** A watch's outcome, the etcd index it happened at, and the value written (always, when announced). */
 interface WatchResult {
-  member: Member;
+  member: LineMember;
   outcome: WatchOutcome;
   at: number;
+  value?: string | undefined;
 }
 
 /** The watches one waiting member holds (one member's, and a witness), all cancelled together. */
 class WatchSet {
   private readonly controller: ChildAbortController;
   readonly signal: AbortSignal;
-  private readonly pending = new Map<Member | TurnWitness, Promise<WatchResult | { verdict: TurnVerdict }>>();
+  private readonly pending = new Map<LineMember | TurnWitness, Promise<WatchResult | { verdict: TurnVerdict }>>();
   private turnWitness: TurnWitness | undefined;
   /**
    * Ends a race in next() that started before the witness was added (a
@@ -562,7 +558,7 @@ class WatchSet {
   }
 
   /** Watches `member`, which was seen alive at etcd index `knownAliveAt`. */
-  follow(member: Member, knownAliveAt: number): void {
+  follow(member: LineMember, knownAliveAt: number): void {
     if (this.pending.has(member)) return;
     // Called only between races (from the wait's loop): no race to wake.
     this.arm(member, knownAliveAt + 1);
@@ -583,27 +579,30 @@ class WatchSet {
     return this.turnWitness !== undefined && this.pending.has(this.turnWitness);
   }
 
-  /** The next change on any watched key, or the witness's verdict. The member it names is no longer watched. */
-  async next(): Promise<WatchResult | { verdict: TurnVerdict }> {
-    let result: WatchResult | { verdict: TurnVerdict } | "added";
-    do {
-      const added = new Promise<"added">((resolve) => (this.addedDuringRace = () => resolve("added")));
-      result = await Promise.race([...this.pending.values(), added]);
+  /**
+   * The next change on any watched key, or the witness's verdict. The member
+   * it names is no longer watched. (A promise chain, not an async function:
+   * a waiting member holds this one for as long as it waits.)
+   */
+  next(): Promise<WatchResult | { verdict: TurnVerdict }> {
+    const added = new Promise<"added">((resolve) => (this.addedDuringRace = () => resolve("added")));
+    return Promise.race([...this.pending.values(), added]).then((result) => {
       this.addedDuringRace = undefined;
-    } while (result === "added");
-    this.pending.delete("verdict" in result ? this.turnWitness! : result.member);
-    return result;
+      if (result === "added") return this.next();
+      this.pending.delete("verdict" in result ? this.turnWitness! : result.member);
+      return result;
+    });
   }
 
   close(): void {
     this.controller.release(new Error("watches closed"));
   }
 
-  private arm(member: Member, from: number): void {
+  private arm(member: LineMember, from: number): void {
     const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome): WatchResult => {
       if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
-      member.name = outcome.node.value ?? member.name;
-      return { member, outcome: outcome.action === "update" ? "announced" : "changed", at: outcome.node.modifiedIndex };
+      const { value, modifiedIndex: at } = outcome.node;
+      return { member, outcome: outcome.action === "update" && value !== undefined ? "announced" : "changed", at, value };
     });
     // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
     pending.catch(() => undefined);
