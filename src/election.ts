@@ -45,13 +45,14 @@ const RESYNC = Symbol("resync");
 export class Election<M extends Membership = Membership> extends EventEmitter<ElectionEvents> {
   private runController: AbortController | undefined;
   private readonly campaigns = new Set<Promise<void>>();
-  /** Memberships being given up in the background. */
-  private readonly departures = new Set<Promise<void>>();
+  /** Memberships being given up in the background; made at the first. */
+  private departures: Set<Promise<void>> | undefined;
   /** The term this member leads in, while it does. */
   private term: Term | undefined;
   /** Ends the phase the current term belongs to when its deadline passes. */
   private onTermExpired: ((error: LeaseExpiredError) => void) | undefined;
-  private readonly termListeners = new Set<(term: LeadershipTerm) => void>();
+  /** Made when the first scope listens: most members never open one. */
+  private termListeners: Set<(term: LeadershipTerm) => void> | undefined;
   private leaderName: string | undefined;
   private readonly leaders = new LeaderFeed();
   private activity: CampaignActivity = "joining";
@@ -87,9 +88,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.reportState();
     process.nextTick(() => {
       if (controller.signal.aborted) return;
-      const campaign = this.campaign(controller.signal);
-      this.campaigns.add(campaign);
-      void campaign.finally(() => this.campaigns.delete(campaign));
+      track(this.campaigns, this.campaign(controller.signal));
     });
     return this;
   }
@@ -122,7 +121,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   async leave(): Promise<void> {
     this.stop();
     await Promise.all([...this.campaigns]);
-    await Promise.all([...this.departures]);
+    await Promise.all([...(this.departures ?? [])]);
   }
 
   isRunning(): boolean {
@@ -200,8 +199,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       currentTerm: () => this.term,
       runSignal: () => this.runController?.signal,
       onTerm: (listener) => {
-        this.termListeners.add(listener);
-        return () => this.termListeners.delete(listener);
+        const listeners = (this.termListeners ??= new Set());
+        listeners.add(listener);
+        return () => listeners.delete(listener);
       },
     };
   }
@@ -332,9 +332,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   }
 
   private leaveInBackground(membership: M): void {
-    const departure = this.leaveStore(membership);
-    this.departures.add(departure);
-    void departure.finally(() => this.departures.delete(departure));
+    track((this.departures ??= new Set()), this.leaveStore(membership));
   }
 
   private async leaveStore(membership: M): Promise<void> {
@@ -371,7 +369,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.onTermExpired = (error) => phase.abort(error);
     this.leaderName = undefined;
     // The scopes waiting for a term hear first, then the leader feed, then `elected` listeners.
-    for (const listener of [...this.termListeners]) listener(term);
+    for (const listener of [...(this.termListeners ?? [])]) listener(term);
     this.leaders.publish({ name: this.name, token: turn.token });
     this.reportState();
     log.election("%s elected (token %d)", this.name, turn.token);
@@ -479,3 +477,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 defineAsyncDispose(Election, function (this: Election) {
   return this.leave();
 });
+
+/** Keeps `work` in `set` until it settles. */
+function track(set: Set<Promise<void>>, work: Promise<void>): void {
+  set.add(work);
+  void work.finally(() => set.delete(work));
+}

@@ -13,7 +13,8 @@ import { abortError } from "./leadership-lost";
 export class LeaderFeed {
   private known = false;
   private current: Leader | undefined;
-  private readonly iterators = new Set<LeaderChanges>();
+  /** Made when the first iterator opens: most members never ask for one. */
+  private iterators: Set<LeaderChanges> | undefined;
 
   /** The leader as last published; `known` is false before the first word and after forget(). */
   get latest(): { known: boolean; leader: Leader | undefined } {
@@ -25,7 +26,7 @@ export class LeaderFeed {
     if (this.known && sameLeader(this.current, leader)) return false;
     this.known = true;
     this.current = leader;
-    for (const iterator of this.iterators) iterator.push(leader);
+    if (this.iterators) for (const iterator of this.iterators) iterator.push(leader);
     return true;
   }
 
@@ -40,11 +41,12 @@ export class LeaderFeed {
    * it. `onClose` runs once when it ends: `break`, `return()`, or the signal.
    */
   iterate(options: { signal?: AbortSignal | undefined; onClose?: () => void } = {}): LeaderChanges {
+    const iterators = (this.iterators ??= new Set());
     const iterator = new LeaderChanges(() => {
-      this.iterators.delete(iterator);
+      iterators.delete(iterator);
       options.onClose?.();
     }, options.signal);
-    this.iterators.add(iterator);
+    iterators.add(iterator);
     if (this.known) iterator.push(this.current);
     return iterator;
   }

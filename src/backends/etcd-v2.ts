@@ -288,7 +288,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       /** Set once no older member is left and the witness has yet to vouch for our key at that point. */
       let awaitingWitness = false;
       for (;;) {
-        const result = await watches.next();
+        const result = await watches.next(older.size === 1 && !watches.hasWitness());
         if ("verdict" in result) {
           const { verdict } = result;
           if (verdict.kind === "lost") throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
@@ -544,8 +544,10 @@ interface WatchResult {
 class WatchSet {
   private readonly controller: ChildAbortController;
   readonly signal: AbortSignal;
-  private readonly pending = new Map<LineMember | TurnWitness, Promise<WatchResult | { verdict: TurnVerdict }>>();
-  private turnWitness: TurnWitness | undefined;
+  /** The watch on one member, until its outcome comes out of next(). */
+  private watched: Promise<WatchResult> | undefined;
+  /** The witness's verdict, until it comes out of next(). */
+  private witnessed: Promise<{ verdict: TurnVerdict }> | undefined;
   /**
    * Ends a race in next() that started before the witness was added (a
    * renewal arms it while the wait runs), so that the race takes it too.
@@ -557,40 +559,50 @@ class WatchSet {
     this.signal = this.controller.signal;
   }
 
-  /** Watches `member`, which was seen alive at etcd index `knownAliveAt`. */
+  /** Watches `member`, which was seen alive at etcd index `knownAliveAt`, unless a member is watched already. */
   follow(member: LineMember, knownAliveAt: number): void {
-    if (this.pending.has(member)) return;
+    if (this.watched) return;
     // Called only between races (from the wait's loop): no race to wake.
-    this.arm(member, knownAliveAt + 1);
+    const watched = this.backend.watchKey(member.key, knownAliveAt + 1, this.signal).then((outcome): WatchResult => {
+      if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
+      const { value, modifiedIndex: at } = outcome.node;
+      return { member, outcome: outcome.action === "update" && value !== undefined ? "announced" : "changed", at, value };
+    });
+    // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
+    watched.catch(() => undefined);
+    this.watched = watched;
   }
 
   /** Adds the witness; its verdict comes out of next() once. */
   witness(witness: TurnWitness): void {
-    this.turnWitness = witness;
-    const pending = witness.verdict.then((verdict) => ({ verdict }));
-    // As for the watches: a rejection surfaces through next(), never as unhandled.
-    pending.catch(() => undefined);
-    this.pending.set(witness, pending);
+    const witnessed = witness.verdict.then((verdict) => ({ verdict }));
+    // As for the watch: a rejection surfaces through next(), never as unhandled.
+    witnessed.catch(() => undefined);
+    this.witnessed = witnessed;
     this.addedDuringRace?.();
   }
 
   /** Whether a witness is still watching (one that gave up is not). */
   hasWitness(): boolean {
-    return this.turnWitness !== undefined && this.pending.has(this.turnWitness);
+    return this.witnessed !== undefined;
   }
 
   /**
-   * The next change on any watched key, or the witness's verdict. The member
-   * it names is no longer watched. (A promise chain, not an async function:
-   * a waiting member holds this one for as long as it waits.)
+   * The next change of the watched member, or the witness's verdict; it is
+   * no longer watched then. `witnessMayCome`: a renewal may add the witness
+   * while this waits. (A promise chain, not an async function: a waiting
+   * member holds it for as long as it waits, and an async frame is bigger.)
    */
-  next(): Promise<WatchResult | { verdict: TurnVerdict }> {
-    const added = new Promise<"added">((resolve) => (this.addedDuringRace = () => resolve("added")));
-    return Promise.race([...this.pending.values(), added]).then((result) => {
+  next(witnessMayCome: boolean): Promise<WatchResult | { verdict: TurnVerdict }> {
+    const { watched, witnessed } = this;
+    if (watched && !witnessed && !witnessMayCome) return watched.then((result) => this.took(result));
+    const sources: Array<Promise<WatchResult | { verdict: TurnVerdict } | "added">> = [];
+    if (watched) sources.push(watched);
+    if (witnessed) sources.push(witnessed);
+    else sources.push(new Promise<"added">((resolve) => (this.addedDuringRace = () => resolve("added"))));
+    return Promise.race(sources).then((result) => {
       this.addedDuringRace = undefined;
-      if (result === "added") return this.next();
-      this.pending.delete("verdict" in result ? this.turnWitness! : result.member);
-      return result;
+      return result === "added" ? this.next(false) : this.took(result);
     });
   }
 
@@ -598,15 +610,10 @@ class WatchSet {
     this.controller.release(new Error("watches closed"));
   }
 
-  private arm(member: LineMember, from: number): void {
-    const pending = this.backend.watchKey(member.key, from, this.signal).then((outcome): WatchResult => {
-      if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
-      const { value, modifiedIndex: at } = outcome.node;
-      return { member, outcome: outcome.action === "update" && value !== undefined ? "announced" : "changed", at, value };
-    });
-    // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
-    pending.catch(() => undefined);
-    this.pending.set(member, pending);
+  private took<T extends WatchResult | { verdict: TurnVerdict }>(result: T): T {
+    if ("verdict" in result) this.witnessed = undefined;
+    else this.watched = undefined;
+    return result;
   }
 }
 
