@@ -395,6 +395,12 @@ describe("etcd 3.4 v2 API facts the v2 backend relies on", () => {
     assert.ok(viaClient.err);
     assert.equal(viaClient.err.errorCode, 401);
     assert.equal(viaClient.err.message, "The event in requested index is outdated and cleared");
+    // The cause names the oldest index the history still holds, and the index asked for.
+    const cause = (viaClient.err as { error?: { cause?: string } }).error?.cause ?? "";
+    const named = /\[(\d+)\/(\d+)\]/.exec(cause);
+    assert.ok(named, `cause: ${cause}`);
+    assert.equal(Number(named[2]), c.etcdIndex + 1);
+    assert.ok(Number(named[1]) > c.etcdIndex + 1 && Number(named[1]) <= current - 999, `oldest kept ${named[1]}, current ${current}`);
     assert.ok(viaClient.ms < 1_000);
 
     // The watches pending from before still fire on the delete.

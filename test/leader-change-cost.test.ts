@@ -135,6 +135,42 @@ describe("the cost of a change of leader to its followers", () => {
     firstWrite.release();
   });
 
+  it("v2: once etcd's history has moved past where a follower last saw a member, it reads that member first, without a watch etcd would refuse", { timeout: 60_000 }, async () => {
+    const key = `/leader-change-cost-v2/${randomUUID()}`;
+    const proxy = await countingProxy();
+    const names = ["m0", "m1", "m2", "m3", "m4"];
+    const elections = names.map((name, i) => etcdLeader(clients.create("v2", i === 4 ? [proxy.hostPort] : etcd.hostPorts), key, name, TTL_SECONDS));
+    const recorders = elections.map((e, i) => new EventRecorder(e, names[i]!));
+    for (const e of elections) cleanup.push(() => e.leave());
+    for (const [i, e] of elections.entries()) {
+      e.start();
+      await recorders[i]!.next(i === 0 ? "elected" : "leader", SETTLE_MS, 0, (leader) => i === 0 || leader === "m0");
+    }
+    // etcd keeps the last 1000 events: more writes than that elsewhere push m4's listing out of it.
+    const moveHistoryOn = async () => {
+      for (let i = 0; i < 1100; i++) await fetch(`${etcd.clientUrls[0]}/v2/keys/noise-${key}`, { method: "PUT", body: new URLSearchParams({ value: String(i) }) });
+    };
+    const handOver = async (from: number) => {
+      const mark = recorders[4]!.mark;
+      await elections[from]!.leave();
+      await recorders[4]!.next("leader", SETTLE_MS, mark, (leader) => leader === names[from + 1]);
+      await sleep(300);
+    };
+    await moveHistoryOn();
+    // m4 comes to m2 from its listing: a 401, then the read, then the watch; it learns where the history starts.
+    let before = proxy.snapshot();
+    await handOver(0);
+    let cost = diffCounts(proxy.snapshot(), before);
+    assert.equal(cost.read, 1, `m2 read once: ${JSON.stringify(cost)}`);
+    await moveHistoryOn();
+    // Then to m3, also last seen in its listing: the read comes first.
+    before = proxy.snapshot();
+    await handOver(1);
+    cost = diffCounts(proxy.snapshot(), before);
+    assert.equal(cost.read, 1, `m3 read once: ${JSON.stringify(cost)}`);
+    assert.equal(cost.watch, 1, `one watch, from the read: ${JSON.stringify(cost)}`);
+  });
+
   it("v2: a member that became next in line proves its turn without a read once it has renewed", { timeout: 60_000 }, async () => {
     const proxy = await countingProxy();
     // TTL 2: renewals every second.

@@ -88,6 +88,13 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   private readonly dir: string;
   /** The directory as etcd names it in answers: one leading slash, none trailing. */
   private readonly dirPath: string;
+  /**
+   * The oldest index etcd's event history held at the last 401 this member
+   * got: it only moves on, so a watch from before it is not asked for (a
+   * follower of a busy election would pay a 401, a read and a watch for each
+   * member it comes to, where a read and a watch do).
+   */
+  private historyStart = 0;
 
   constructor(
     private readonly client: NodeEtcdClient,
@@ -467,8 +474,10 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * was removed by the read's index; a key still there is watched from there.
    */
   watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | Write> {
+    // A watch etcd would answer with a 401 is not sent: the read comes first.
+    const watching = from < this.historyStart ? Promise.resolve("history-gone" as const) : this.watch(key, from, false, signal);
     // A promise chain, not an async function: a follower holds one for as long as it waits.
-    return this.watch(key, from, false, signal).then(async (event) => {
+    return watching.then(async (event) => {
       if (event !== "history-gone") {
         return V2_REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event;
       }
@@ -504,11 +513,25 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           log.v2("%s: no answer to the watch from %d within %d ms, asking again", key, from, this.watchRearmInterval);
           continue;
         }
-        if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) return "history-gone";
+        if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) {
+          this.historyStart = Math.max(this.historyStart, historyStartOf(err));
+          return "history-gone";
+        }
         throw err;
       }
     }
   }
+}
+
+/**
+ * The oldest index etcd still holds events from, as a 401 names it in its
+ * cause ("the requested history has been cleared [<oldest>/<asked>]"); 0 if
+ * it does not.
+ */
+function historyStartOf(err: unknown): number {
+  const cause = (err as { error?: { cause?: unknown } }).error?.cause;
+  const match = typeof cause === "string" ? /\[(\d+)\/\d+\]/.exec(cause) : null;
+  return match ? Number(match[1]) : 0;
 }
 
 /** A watched key went, at this etcd index. */
