@@ -61,6 +61,11 @@ async function line(api: "v2" | "v3", hosts: string[], count = MEMBERS, ttl = TT
   return { key, elections, recorders };
 }
 
+/** etcd v2 keeps its last 1000 events: more writes than that, elsewhere, push what came before out of its history. */
+async function moveHistoryOn(): Promise<void> {
+  for (let i = 0; i < 1100; i++) await fetch(`${etcd.clientUrls[0]}/v2/keys/noise/${i % 10}`, { method: "PUT", body: new URLSearchParams({ value: String(i) }) });
+}
+
 /** The leader m<i> leaves; resolves once m<i+1> leads and every other follower names it. */
 async function changeLeader({ elections, recorders }: Line, i = 0): Promise<void> {
   const marks = recorders.map((r) => r.mark);
@@ -146,10 +151,6 @@ describe("the cost of a change of leader to its followers", () => {
       e.start();
       await recorders[i]!.next(i === 0 ? "elected" : "leader", SETTLE_MS, 0, (leader) => i === 0 || leader === "m0");
     }
-    // etcd keeps the last 1000 events: more writes than that elsewhere push m4's listing out of it.
-    const moveHistoryOn = async () => {
-      for (let i = 0; i < 1100; i++) await fetch(`${etcd.clientUrls[0]}/v2/keys/noise-${key}`, { method: "PUT", body: new URLSearchParams({ value: String(i) }) });
-    };
     const handOver = async (from: number) => {
       const mark = recorders[4]!.mark;
       await elections[from]!.leave();
@@ -157,18 +158,46 @@ describe("the cost of a change of leader to its followers", () => {
       await sleep(300);
     };
     await moveHistoryOn();
-    // m4 comes to m2 from its listing: a 401, then the read, then the watch; it learns where the history starts.
+    // m4 comes to m2 from its listing: a 401, then a read of m2 and one of the leader (a read
+    // cannot show whether m2 announced meanwhile; the leader still there shows it did not), then
+    // the watch. It learns where the history starts.
     let before = proxy.snapshot();
     await handOver(0);
     let cost = diffCounts(proxy.snapshot(), before);
-    assert.equal(cost.read, 1, `m2 read once: ${JSON.stringify(cost)}`);
+    assert.equal(cost.watch, 2, `a watch answered 401, and one from the reads: ${JSON.stringify(cost)}`);
+    assert.equal(cost.read, 2, `m2 and the leader read once each: ${JSON.stringify(cost)}`);
     await moveHistoryOn();
-    // Then to m3, also last seen in its listing: the read comes first.
+    // Then to m3, also last seen in its listing: the reads come first.
     before = proxy.snapshot();
     await handOver(1);
     cost = diffCounts(proxy.snapshot(), before);
-    assert.equal(cost.read, 1, `m3 read once: ${JSON.stringify(cost)}`);
-    assert.equal(cost.watch, 1, `one watch, from the read: ${JSON.stringify(cost)}`);
+    assert.equal(cost.read, 2, `m3 and the leader read once each: ${JSON.stringify(cost)}`);
+    assert.equal(cost.watch, 1, `one watch, from the reads: ${JSON.stringify(cost)}`);
+  });
+
+  it("v2: a follower that finds the member it watches only by a read, its history gone, still learns that it leads", { timeout: 60_000 }, async () => {
+    const key = `/leader-change-cost-v2/${randomUUID()}`;
+    const proxy = await countingProxy();
+    const names = ["m0", "m1", "m2", "m3"];
+    const elections = names.map((name, i) => etcdLeader(clients.create("v2", i === 3 ? [proxy.hostPort] : etcd.hostPorts), key, name, TTL_SECONDS));
+    const recorders = elections.map((e, i) => new EventRecorder(e, names[i]!));
+    for (const e of elections) cleanup.push(() => e.leave());
+    let held: ReturnType<CountingProxy["hold"]> | undefined;
+    for (const [i, e] of elections.entries()) {
+      // m3's watch (on m1, the member next in line) is held back before it reaches etcd.
+      if (i === 3) held = proxy.hold((r) => r.kind === "watch");
+      e.start();
+      await recorders[i]!.next(i === 0 ? "elected" : "leader", SETTLE_MS, 0, (leader) => i === 0 || leader === "m0");
+    }
+    await held!.seen;
+    // m1 comes to lead and announces it while m3's watch is held; then etcd forgets that.
+    await elections[0]!.leave();
+    await recorders[1]!.next("elected", SETTLE_MS);
+    await moveHistoryOn();
+    // Let the watch go: etcd answers 401, m3 reads m1, still there. Only the leader's
+    // absence can tell m3 that m1 leads.
+    held!.release();
+    await recorders[3]!.next("leader", SETTLE_MS, 0, (leader) => leader === "m1");
   });
 
   it("v2: a member that became next in line proves its turn without a read once it has renewed", { timeout: 60_000 }, async () => {

@@ -284,7 +284,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     let silentHeir: { createdIndex: number; seenAt: number; name: string } | undefined;
     const watchNext = () => {
       const heir = older.heir();
-      if (heir && heir.createdIndex !== silentHeir?.createdIndex) watches.follow(heir, heir.seenAt);
+      if (heir && heir.createdIndex !== silentHeir?.createdIndex) watches.follow(heir, heir.seenAt, true);
       else watches.follow(older.oldest()!, leaderSeenAt);
     };
     membership.onRenewed = armWitness;
@@ -332,6 +332,20 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           onLeader({ name: silentHeir.name, token: silentHeir.createdIndex });
         } else if (outcome === "removed") {
           older.removeHeir(member.createdIndex);
+        } else if (outcome === "reread") {
+          // The heir is there, but its announcement may have gone unseen. An
+          // announcement comes only after the leader's removal: a leader
+          // still there at index L means none came by L, and the watch goes
+          // on from there (or from the heir's read, if that is older).
+          const seen = await this.read(leader.key, signal);
+          if (seen && seen.createdIndex === leader.createdIndex) {
+            watches.follow(member, Math.min(at, seen.index), true);
+            continue;
+          }
+          // The leader is gone: the heir leads, named by its key's value.
+          older.heirLeads(member.createdIndex, value!);
+          leaderSeenAt = at;
+          onLeader({ name: value!, token: member.createdIndex });
         } else if (outcome === "announced") {
           // It leads: the leader before it is gone.
           older.heirLeads(member.createdIndex, value!);
@@ -469,11 +483,15 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   /**
    * Waits for the next change of one key at or after index `from`: its
    * removal (a delete or expiry of the key or of a directory above it, at
-   * etcd index `removedAt`) or a write, and the action that wrote it. Where etcd has forgotten the
+   * etcd index `removedAt`) or a write, and the action that wrote it.
+   * With `reportGap`, a key the read finds still there is reported as such
+   * (`rereadAt`), for the caller to judge what may have happened unseen. Where etcd has forgotten the
    * history the watch needs, a point read stands in for it: a key found gone
    * was removed by the read's index; a key still there is watched from there.
    */
-  watchKey(key: string, from: number, signal: AbortSignal): Promise<Removal | Write> {
+  watchKey(key: string, from: number, signal: AbortSignal, reportGap: true): Promise<Removal | Write | Reread>;
+  watchKey(key: string, from: number, signal: AbortSignal, reportGap?: false): Promise<Removal | Write>;
+  watchKey(key: string, from: number, signal: AbortSignal, reportGap = false): Promise<Removal | Write | Reread> {
     // A watch etcd would answer with a 401 is not sent: the read comes first.
     const watching = from < this.historyStart ? Promise.resolve("history-gone" as const) : this.watch(key, from, false, signal);
     // A promise chain, not an async function: a follower holds one for as long as it waits.
@@ -484,6 +502,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       const { seen, index } = await this.pointRead(key, signal);
       log.v2("%s: watch history from %d gone; read at %d: %s", key, from, index, seen ? "still there" : "gone");
       if (!seen) return { removedAt: index };
+      if (reportGap) return { rereadAt: seen.index, value: seen.name };
       return this.watchKey(key, seen.index + 1, signal);
     });
   }
@@ -545,15 +564,23 @@ interface Write {
   node: V2Node;
 }
 
-function isRemoval(outcome: Removal | Write): outcome is Removal {
+/** etcd had forgotten the watch's history; a read at `rereadAt` found the key still there, with this value. */
+interface Reread {
+  rereadAt: number;
+  value: string;
+}
+
+function isRemoval(outcome: Removal | Write | Reread): outcome is Removal {
   return "removedAt" in outcome;
 }
 
 /**
  * What became of a watched member: gone, announced that it leads (a write
- * with prevExist: an `update`), or written otherwise (possibly renamed).
+ * with prevExist: an `update`), written otherwise (possibly renamed), or
+ * found still there by a read where etcd had forgotten its history (a read
+ * cannot tell whether it announced meanwhile).
  */
-type WatchOutcome = "removed" | "announced" | "changed";
+type WatchOutcome = "removed" | "announced" | "changed" | "reread";
 
 /** A watch's outcome, the etcd index it happened at, and the value written (always, when announced). */
 interface WatchResult {
@@ -582,12 +609,19 @@ class WatchSet {
     this.signal = this.controller.signal;
   }
 
-  /** Watches `member`, which was seen alive at etcd index `knownAliveAt`, unless a member is watched already. */
-  follow(member: LineMember, knownAliveAt: number): void {
+  /**
+   * Watches `member`, which was seen alive at etcd index `knownAliveAt`,
+   * unless a member is watched already. `reportGap`: see WatchOutcome.
+   */
+  follow(member: LineMember, knownAliveAt: number, reportGap = false): void {
     if (this.watched) return;
     // Called only between races (from the wait's loop): no race to wake.
-    const watched = this.backend.watchKey(member.key, knownAliveAt + 1, this.signal).then((outcome): WatchResult => {
+    const watching = reportGap
+      ? this.backend.watchKey(member.key, knownAliveAt + 1, this.signal, true)
+      : this.backend.watchKey(member.key, knownAliveAt + 1, this.signal);
+    const watched = watching.then((outcome): WatchResult => {
       if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
+      if ("rereadAt" in outcome) return { member, outcome: "reread", at: outcome.rereadAt, value: outcome.value };
       const { value, modifiedIndex: at } = outcome.node;
       return { member, outcome: outcome.action === "update" && value !== undefined ? "announced" : "changed", at, value };
     });
