@@ -23,7 +23,11 @@
 // from the index it was last seen at, which replays its removal if it went
 // meanwhile: one request per change, no read. When etcd has forgotten the
 // history a watch needs (error 401: more than 1000 events since, renewals not
-// counted), a point read of the watched key says whether it is still there.
+// counted), a point read of the watched key says whether it is still there;
+// for the member next in line, a read of the leader too (a read cannot show
+// whether that member announced meanwhile; a leader still there shows it did
+// not). A 401 names where etcd's history starts, so the next member last seen
+// before that is read at once, without the watch.
 //
 // Why followers watch the heir and not the leader: a leader's removal then
 // wakes only the heir, whose proof of turn is the first answer etcd sends and
