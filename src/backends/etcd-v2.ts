@@ -24,10 +24,12 @@
 // meanwhile: one request per change, no read. When etcd has forgotten the
 // history a watch needs (error 401: more than 1000 events since, renewals not
 // counted), a point read of the watched key says whether it is still there;
-// for the member next in line, a read of the leader too (a read cannot show
-// whether that member announced meanwhile; a leader still there shows it did
-// not). A 401 names where etcd's history starts, so the next member last seen
-// before that is read at once, without the watch.
+// for the member next in line, the watch then goes on from where the leader
+// was last seen (a read cannot show whether that member announced meanwhile;
+// an announcement comes only after the leader's removal), or, if etcd has
+// forgotten that too, a read of the leader tells. A 401 names where etcd's
+// history starts, so the next member last seen before it is read at once,
+// without the watch.
 //
 // Why followers watch the heir and not the leader: a leader's removal then
 // wakes only the heir, whose proof of turn is the first answer etcd sends and
@@ -338,12 +340,18 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           older.removeHeir(member.createdIndex);
         } else if (outcome === "reread") {
           // The heir is there, but its announcement may have gone unseen. An
-          // announcement comes only after the leader's removal: a leader
-          // still there at index L means none came by L, and the watch goes
-          // on from there (or from the heir's read, if that is older).
-          const seen = await this.read(leader.key, signal);
-          if (seen && seen.createdIndex === leader.createdIndex) {
-            watches.follow(member, Math.min(at, seen.index), true);
+          // announcement comes only after the leader's removal: a leader seen
+          // at index L means none came by L, and a watch from L replays one
+          // that came after. L is where the leader was last seen, if etcd
+          // still has the history from there (after a change it has: L is
+          // the announcement's); else a read of the leader tells.
+          let leaderAliveAt = leaderSeenAt;
+          if (leaderAliveAt < this.historyStart) {
+            const seen = await this.read(leader.key, signal);
+            leaderAliveAt = seen && seen.createdIndex === leader.createdIndex ? seen.index : -1;
+          }
+          if (leaderAliveAt >= 0) {
+            watches.follow(member, Math.min(at, leaderAliveAt), true);
             continue;
           }
           // The leader is gone: the heir leads, named by its key's value.
@@ -537,7 +545,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           continue;
         }
         if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) {
-          this.historyStart = Math.max(this.historyStart, historyStartOf(err));
+          // At least past `from`, if the answer does not say.
+          this.historyStart = Math.max(this.historyStart, historyStartOf(err) || from + 1);
           return "history-gone";
         }
         throw err;
