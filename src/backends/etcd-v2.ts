@@ -495,11 +495,11 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   /**
    * Waits for the next change of one key at or after index `from`: its
    * removal (a delete or expiry of the key or of a directory above it, at
-   * etcd index `removedAt`) or a write, and the action that wrote it.
-   * With `reportGap`, a key the read finds still there is reported as such
-   * (`rereadAt`), for the caller to judge what may have happened unseen. Where etcd has forgotten the
-   * history the watch needs, a point read stands in for it: a key found gone
-   * was removed by the read's index; a key still there is watched from there.
+   * etcd index `removedAt`) or a write, and the action that wrote it. Where
+   * etcd has forgotten the history the watch needs, a point read stands in
+   * for it: a key found gone was removed by the read's index; a key still
+   * there is watched from there, or with `reportGap` reported as such
+   * (`rereadAt`), for the caller to judge what may have happened unseen.
    */
   watchKey(key: string, from: number, signal: AbortSignal, reportGap: true): Promise<Removal | Write | Reread>;
   watchKey(key: string, from: number, signal: AbortSignal, reportGap?: false): Promise<Removal | Write>;
