@@ -76,6 +76,12 @@ describe("the line a v2 follower remembers", () => {
     assert.equal(line.size, 4);
   });
 
+  it("keeps the name of a key written without a TTL, and only of such a key", () => {
+    const line = new V2OlderMembers(dir, members.map((m, i) => ({ ...m, permanent: i === 3 })), 99);
+    assert.equal(line.permanentName(createdIndexes[3]!), NAMES[3]);
+    for (const [i, createdIndex] of createdIndexes.entries()) if (i !== 3) assert.equal(line.permanentName(createdIndex), undefined);
+  });
+
   it("keeps a key that only looks like an in-order key as the key it is", () => {
     const odd = { key: `${dir}/${"7".repeat(20)}`, name: "odd", createdIndex: 3 };
     const oddHeir = { key: `${dir}/${"8".repeat(20)}`, name: "odd heir", createdIndex: 4 };

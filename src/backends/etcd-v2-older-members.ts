@@ -12,10 +12,13 @@
 // one-byte string (on the heap, where it is counted, at a byte or two per
 // member). Their names are not kept: a member behind the heir is named only
 // once it leads, and then by its own write (the announcement, or a 0.0.1
-// member's renewal), which carries its name. An in-order key is its
-// createdIndex, zero-padded, so the key follows from the number; a key under
-// the directory that merely looks like one (20 digits, but not its own
-// createdIndex) is kept by createdIndex, so it is watched as the key it is.
+// member's renewal), which carries its name; only a key written by hand
+// without a TTL, which never writes again, keeps its name here.
+//
+// An in-order key is its createdIndex, zero-padded, so the key follows from
+// the number; a key under the directory that merely looks like one (20
+// digits, but not its own createdIndex) is kept by createdIndex, so it is
+// watched as the key it is.
 
 /** A member of the line: enough to watch it. */
 export interface LineMember {
@@ -39,11 +42,17 @@ export class OlderMembers {
   private leftBehindHeir: number;
   /** Keys that are not `<dir>/<createdIndex, zero-padded>`, by createdIndex; usually none. */
   private readonly unusualKeys: Map<number, string> | undefined;
+  /**
+   * The names of keys written without a TTL, by createdIndex; usually none.
+   * Written by hand, they never announce nor renew, so the name is kept for
+   * when such a key comes to lead.
+   */
+  private readonly permanentNames: Map<number, string> | undefined;
 
   /** `members` oldest first, all directly under `dirPath`, listed at etcd index `listedAt`. */
   constructor(
     private readonly dirPath: string,
-    members: ReadonlyArray<{ key: string; name: string; createdIndex: number }>,
+    members: ReadonlyArray<{ key: string; name: string; createdIndex: number; permanent?: boolean }>,
     readonly listedAt: number,
   ) {
     const [leader, heir, ...rest] = members;
@@ -52,6 +61,7 @@ export class OlderMembers {
     this.behindHeir = heir ? encodeDifferences(heir.createdIndex, rest.map((m) => m.createdIndex)) : "";
     this.leftBehindHeir = rest.length;
     for (const member of members) {
+      if (member.permanent) (this.permanentNames ??= new Map()).set(member.createdIndex, member.name);
       if (member.key === this.inOrderKey(member.createdIndex)) continue;
       this.unusualKeys ??= new Map();
       this.unusualKeys.set(member.createdIndex, member.key);
@@ -71,6 +81,11 @@ export class OlderMembers {
   /** The member next in line after the oldest; undefined when there is none. */
   heir(): LineMember | undefined {
     return this.heirIndex === undefined ? undefined : this.member(this.heirIndex);
+  }
+
+  /** The name of a member written without a TTL, as listed; undefined for any other. */
+  permanentName(createdIndex: number): string | undefined {
+    return this.permanentNames?.get(createdIndex);
   }
 
   /** Drops the heir, if it has this createdIndex; false if it has not. The member behind it is the heir then. */

@@ -84,6 +84,8 @@ interface Member {
   key: string;
   name: string;
   createdIndex: number;
+  /** Written without a TTL: by hand, as no member of ours or of 0.0.1 writes one. */
+  permanent?: boolean;
 }
 
 /** node-etcd retries some failures on its own for up to half a minute; the state machine retries instead. */
@@ -264,7 +266,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * leader instead, from where it was last seen, and when the leader goes
    * names the heir at once, from memory. Only before that heir's first
    * renewal (within half its TTL of the listing) does a follower learn of its
-   * leadership late: at that renewal.
+   * leadership late: at that renewal. A key written by hand without a TTL
+   * (no member writes one) never writes again: the listing shows it, and it
+   * is a silent heir from the start.
    *
    * The heir also holds a witness (etcd-v2-turn-witness.ts) that proves the
    * turn without a read: from its listing if that shows it next, else from
@@ -288,9 +292,12 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     let leaderSeenAt = older.listedAt;
     /** A heir seen renewing by writing (a 0.0.1 member), which will not announce: where, and under which name. */
     let silentHeir: { createdIndex: number; seenAt: number; name: string } | undefined;
+    /** The name of a heir that will not announce (a 0.0.1 member, or a key written by hand), else undefined. */
+    const silentName = (heir: LineMember) =>
+      heir.createdIndex === silentHeir?.createdIndex ? silentHeir.name : older.permanentName(heir.createdIndex);
     const watchNext = () => {
       const heir = older.heir();
-      if (heir && heir.createdIndex !== silentHeir?.createdIndex) watches.follow(heir, heir.seenAt, true);
+      if (heir && silentName(heir) === undefined) watches.follow(heir, heir.seenAt, true);
       else watches.follow(older.oldest()!, leaderSeenAt);
     };
     membership.onRenewed = armWitness;
@@ -330,12 +337,13 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
             continue;
           }
           // With a heir behind it, the leader is watched only when that heir is silent: it
-          // leads now, named at once, by the name its renewal wrote.
-          if (!silentHeir || !older.heirLeads(silentHeir.createdIndex, silentHeir.name)) {
-            throw new Error(`${membership.id}: watched the leader, but the member behind it is not the silent heir`);
-          }
-          leaderSeenAt = silentHeir.seenAt;
-          onLeader({ name: silentHeir.name, token: silentHeir.createdIndex });
+          // leads now, named at once, by the name it last wrote.
+          const heir = older.heir()!;
+          const name = silentName(heir);
+          if (name === undefined) throw new Error(`${membership.id}: watched the leader, but the member behind it announces`);
+          leaderSeenAt = heir.createdIndex === silentHeir?.createdIndex ? silentHeir.seenAt : older.listedAt;
+          older.heirLeads(heir.createdIndex, name);
+          onLeader({ name, token: heir.createdIndex });
         } else if (outcome === "removed") {
           older.removeHeir(member.createdIndex);
         } else if (outcome === "reread") {
@@ -450,7 +458,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
     const members = (node.nodes ?? [])
       .filter((n) => isMembershipNode(n, this.dirPath))
-      .map((n) => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex }))
+      .map((n) => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex, permanent: n.ttl === undefined }))
       .sort((a, b) => a.createdIndex - b.createdIndex);
     const highestSeen = Math.max(node.modifiedIndex, ...members.map((m) => m.createdIndex));
     return { members, etcdIndex: response.etcdIndex ?? highestSeen };

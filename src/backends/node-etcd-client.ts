@@ -34,6 +34,8 @@ export interface V2Response {
 export interface V2Node {
   key: string;
   value?: string;
+  /** Seconds left; absent on a key written without a TTL. */
+  ttl?: number;
   dir?: boolean;
   nodes?: V2Node[];
   createdIndex: number;
