@@ -176,6 +176,48 @@ describe("etcdLeader.etcd3Options()", () => {
     );
     assert.equal(value, "before");
   });
+  it("its circuit breaker still opens on a host whose calls keep failing, so that etcd3 can turn to another", async () => {
+    const p = await proxy();
+    const client = etcd3(etcdLeader.etcd3Options({ hosts: [p.hostPort] }));
+    const key = nextKey();
+    await client.put(key).value("v");
+    p.setMode("reset");
+    const failures: string[] = [];
+    for (let i = 0; i < 10 && !failures.some((e) => /circuit breaker is open/.test(e)); i++) {
+      await client.get(key).string().then(
+        () => assert.fail("a read through a proxy that resets every connection succeeded"),
+        (err: Error) => failures.push(err.message),
+      );
+      await sleep(150); // past a burst: each failed call is one
+    }
+    assert.match(failures.at(-1) ?? "", /circuit breaker is open/, failures.join("\n"));
+    assert.ok(failures.length >= 3, `opened after ${failures.length} failed calls: at least three bursts`);
+  });
+
+  it("a leader cut off until its lease expired rejoins after the heal without meeting an open circuit breaker", async () => {
+    // The heal resets the connection, which fails every call and stream in
+    // flight on it at once: one cause, which must not open the breaker.
+    const p = await proxy();
+    const key = nextKey();
+    const cut = member(etcd3(etcdLeader.etcd3Options({ hosts: [p.hostPort] })), key, "cut");
+    const errors = errorsOf(cut);
+    cut.start();
+    await waitFor("the proxied member elected", ELECTED_WITHIN_MS, () => cut.isLeader());
+    const other = member(etcd3(etcdLeader.etcd3Options({ hosts: etcd.hostPorts })), key, "other");
+    other.start();
+    await waitFor("the other member following", ELECTED_WITHIN_MS, () => other.currentLeader() === "cut");
+    p.setMode("blackhole");
+    // Elected only once etcd expired the cut member's lease.
+    await waitFor("the other member elected", ELECTED_WITHIN_MS, () => other.isLeader());
+    const beforeHeal = errors.length;
+    p.heal();
+    const reader = etcd3({ hosts: etcd.hostPorts });
+    await waitFor("the cut member in line again, following", ELECTED_WITHIN_MS, async () =>
+      !cut.isLeader() && cut.currentLeader() === "other" && (await reader.getAll().prefix(`${key}/`).keys()).length === 2,
+    );
+    const afterHeal = errors.slice(beforeHeal);
+    assert.deepEqual(afterHeal.filter((e) => /circuit breaker is open/.test(e)), [], afterHeal.join("\n"));
+  });
 });
 
 describe("v3: advice on the etcd3 client, once", () => {

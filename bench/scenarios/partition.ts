@@ -41,6 +41,11 @@ export interface PartitionResult {
 
 const STEP_DEADLINE_S = 15;
 const REJOIN_DEADLINE_S = 8;
+/**
+ * How often the rejoin is checked (the member's state, then a read of etcd):
+ * a rejoin is reported up to this much, plus one check, after it happened.
+ */
+const REJOIN_POLL_MS = 20;
 
 /** The member process for a subject's partition trials, started before any trial. */
 export async function preparePartition(ctx: BenchContext, subject: SubjectInfo): Promise<Host> {
@@ -119,7 +124,7 @@ export async function runPartition(ctx: BenchContext, subject: SubjectInfo, host
             problem = "";
             break;
           }
-          await sleep(200);
+          await sleep(REJOIN_POLL_MS);
         }
         if (outcome.rejoinMs === undefined) outcome.rejoinProblem = problem || "deadline";
       } else {
