@@ -184,6 +184,23 @@ describe("etcd v3 backend", () => {
     assert.ok(a!.election.isLeader());
   });
 
+  it("after a change of leader, a Proclaim reaches the member that became next in line, and those behind it", limit, async () => {
+    // c waited behind b with a watch that took deletions only; once b leads
+    // it must see b's puts too.
+    const key = uniqueKey("proclaim-after-change");
+    const [a, b, c, d] = await joinInOrder(key, ["a", "b", "c", "d"]);
+    await waitFor(() => [b!, c!, d!].every((m) => leaderNames(m).length === 1), "followers to know a");
+    await a!.election.leave();
+    await waitFor(() => b!.election.isLeader() && [c!, d!].every((m) => leaderNames(m).at(-1) === "b"), "b to lead, named by c and d");
+    const [bKey] = await line(key);
+    assert.equal(bKey!.name, "b");
+
+    await client.put(bKey!.key).value("b-renamed").ignoreLease().exec();
+
+    await waitFor(() => [c!, d!].every((m) => leaderNames(m).at(-1) === "b-renamed"), "c and d to learn the new name");
+    for (const follower of [c!, d!]) assert.deepEqual(leaderNames(follower), ["a", "b", "b-renamed"]);
+  });
+
   it("works through an etcd3 namespace, whose prefix comes before the election key", limit, async () => {
     const key = uniqueKey("namespace");
     const namespaced = client.namespace("app/");

@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, describe, it } from "node:test";
+import { Etcd3 } from "etcd3";
 import etcdLeader = require("../src/index");
 import { CountingProxy, diffCounts } from "./helpers/counting-proxy";
 import { EventRecorder } from "./helpers/event-recorder";
@@ -254,5 +255,35 @@ describe("the cost of a change of leader to its followers", () => {
     assert.ok(rangeCost <= 1, `Range calls during the change: ${rangeCost}`);
     // Each follower: a watch on m1 and the cancel of its watch on m0; the successor cancels two and adds one on itself.
     assert.ok(watchCost <= 2 * (MEMBERS - 1) + 2, `Watch messages during the change: ${watchCost}`);
+  });
+
+  it("v3: a member joining inside a follower's watched range of keys wakes it only if its predecessor leads", { timeout: 60_000 }, async () => {
+    // A follower's "line" watch covers every key between its predecessor's
+    // and its own, and other members' keys fall there. A put there (here a
+    // key of no member, placed inside each follower's range so that the count
+    // does not hang on random lease IDs) reaches only the member next in line,
+    // whose predecessor is the leader and may Proclaim.
+    const clientUrl = etcd.clientUrls[0]!;
+    const members = await line("v3", etcd.hostPorts);
+    await sleep(300);
+    const v3 = new Etcd3({ hosts: etcd.hostPorts });
+    cleanup.push(() => v3.close());
+    const keys = (await v3.getAll().prefix(`${members.key}/`).sort("Create", "Ascend").keys()).map((k) => k.toString());
+    assert.equal(keys.length, MEMBERS);
+    const rangeOf = (i: number) => [keys[i - 1]!, keys[i]!].sort() as [string, string];
+    const inRange = (key: string, [start, end]: [string, string]) => key >= start && key <= end;
+    // Just after each follower's first key: inside its range, whatever the others.
+    const puts = keys.slice(1).map((_, j) => `${rangeOf(j + 1)[0]}\0`);
+    const events = async () => (await etcdMetrics(clientUrl))(/^etcd_debugging_mvcc_events_total /);
+    const before = await events();
+    for (const key of puts) await v3.put(key).value("not a member");
+    await sleep(300);
+    const delivered = (await events()) - before;
+    const toHeir = puts.filter((key) => inRange(key, rangeOf(1))).length;
+    assert.equal(delivered, toHeir, `watch events delivered for ${puts.length} puts, ${toHeir} of them in the heir's range`);
+    for (const key of puts) await v3.delete().key(key);
+    // Still one leader, named by every follower.
+    assert.ok(members.elections[0]!.isLeader());
+    for (const election of members.elections.slice(1)) assert.equal(election.currentLeader(), "m0");
   });
 });

@@ -9,10 +9,12 @@
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours):
 //             our own key and every member before it. None before it: we lead.
 //             Otherwise watch the member just before ours (etcd's recipe) and
-//             our own key, in one watch over the keys from one to the other,
-//             and the leader, from the read's revision on; when a watched
-//             member goes, watch the next one from the revision it was last
-//             seen at (reads only if etcd compacted that history). The last
+//             our own key, in one watch over the keys from one to the other
+//             (deletions only, unless the predecessor leads: other members'
+//             keys fall in that range), and the leader, from the read's
+//             revision on; when a watched member goes, watch the next one
+//             from the revision it was last seen at (reads only if etcd
+//             compacted that history). The last
 //             one's deletion, with no deletion of ours before or with it in
 //             that one watch, proves our key outlived it: we lead.
 //   loss      the leader watches its own key for its deletion
@@ -238,7 +240,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
    * watches would not do: etcd orders the events of one revision across
    * watchers as it likes, and `etcdctl del --prefix` removes the whole line
    * in one revision. Keys of other members that fall in the range are passed
-   * over.
+   * over; their joins are not even sent, as the watch takes deletions only
+   * unless the predecessor leads (whose puts are its Proclaims).
    *
    * When a watched member goes, the next one in `older` takes its place and
    * is watched from the revision it was last seen at, without a read: a
@@ -259,10 +262,17 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     let { predecessor, leader } = ahead;
     /** The member the "leader" watch follows: none while the leader is the predecessor. */
     let leaderWatched: Member | undefined;
+    /** Whether the "line" watch reports puts: only while the predecessor leads. */
+    let lineSeesPuts = false;
     const watchLine = () => {
       const [start, end] = [predecessor.key, membership.id].sort() as [string, string];
       const from = Math.min(predecessor.seenAt, membership.knownAliveAt) + 1;
-      watches.add("line", { range: { start, end: `${end}\0` }, reportCancel: true }, from);
+      // A put in the range is a member joining whose key falls in it (a third
+      // of those that join, on average), or the leader's Proclaim: nothing to
+      // wake for unless the predecessor leads. From where it was last seen, a
+      // Proclaim since is replayed when it comes to lead.
+      lineSeesPuts = predecessor === leader;
+      watches.add("line", { range: { start, end: `${end}\0` }, reportCancel: true, deletesOnly: !lineSeesPuts }, from);
     };
     const watchLeader = () => {
       if (leader === predecessor) {
@@ -327,6 +337,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           await nextTurn();
           signal.throwIfAborted();
         }
+        if (leader === predecessor && !lineSeesPuts) watchLine();
         watchLeader();
       }
     } finally {
