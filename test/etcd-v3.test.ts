@@ -9,7 +9,7 @@ import { resolve as resolvePath } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3, type Namespace } from "etcd3";
 import type { Claim } from "../src/backend";
-import { EtcdV3Backend, type V3Membership } from "../src/backends/etcd-v3";
+import { EtcdV3Backend, LINE_END_MEMBERS, type V3Membership } from "../src/backends/etcd-v3";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { etcdMetrics } from "./helpers/store-clients";
@@ -199,6 +199,70 @@ describe("etcd v3 backend", () => {
 
     await waitFor(() => [c!, d!].every((m) => leaderNames(m).at(-1) === "b-renamed"), "c and d to learn the new name");
     for (const follower of [c!, d!]) assert.deepEqual(leaderNames(follower), ["a", "b", "b-renamed"]);
+  });
+
+  describe("a line longer than its two listed ends", () => {
+    // Long enough that the line, listed again after the front ran out, still has a gap.
+    const LONG = 3 * LINE_END_MEMBERS + 6;
+    const names = Array.from({ length: LONG }, (_, i) => `m${i}`);
+
+    /** A client whose reads of many keys are counted, and the keys they returned. */
+    function countingClient(): { client: Etcd3; reads: () => { calls: number; keys: number } } {
+      const counted = newClient();
+      let calls = 0;
+      let returned = 0;
+      const getAll = counted.getAll.bind(counted);
+      counted.getAll = () => {
+        const builder = getAll();
+        const exec = builder.exec.bind(builder);
+        builder.exec = async () => {
+          const response = await exec();
+          calls++;
+          returned += response.kvs.length;
+          return response;
+        };
+        return builder;
+      };
+      return { client: counted, reads: () => ({ calls, keys: returned }) };
+    }
+
+    it("a member far back reads only the oldest members and the newest before it", { timeout: 60_000 }, async () => {
+      const key = uniqueKey("long-line-ends");
+      await joinInOrder(key, names);
+      const { client: counted, reads } = countingClient();
+      const last = startMember("last", key, { via: counted });
+      await waitFor(() => leaderNames(last).includes("m0"), "the last member to name m0");
+      const { calls, keys } = reads();
+      assert.equal(calls, 2, "one read from each end");
+      assert.ok(keys <= 2 * (LINE_END_MEMBERS + 1), `${keys} keys read of a line of ${LONG + 1}`);
+    });
+
+    it("once every member listed at an end has gone, a follower lists again: it names each leader in turn, and leads last", { timeout: 60_000 }, async () => {
+      const key = uniqueKey("long-line-relist");
+      const members = await joinInOrder(key, names);
+      const { client: counted, reads } = countingClient();
+      const last = startMember("last", key, { via: counted });
+      await waitFor(() => leaderNames(last).includes("m0"), "the last member to name m0");
+      // The front: more changes of leader than it listed.
+      for (let i = 0; i <= LINE_END_MEMBERS + 1; i++) {
+        await members[i]!.election.leave();
+        await waitFor(() => leaderNames(last).at(-1) === `m${i + 1}`, `the last member to name m${i + 1}`);
+      }
+      const afterFront = reads().calls;
+      assert.ok(afterFront > 2, "it listed the line again");
+      // The back: more members just before it leave than it listed.
+      for (let i = LONG - 1; i >= LONG - 1 - (LINE_END_MEMBERS + 1); i--) await members[i]!.election.leave();
+      const rest = members.slice(LINE_END_MEMBERS + 2, LONG - 1 - (LINE_END_MEMBERS + 1));
+      assert.ok(rest.length > 0);
+      await sleep(300);
+      assert.equal(leaderNames(last).at(-1), rest[0]!.name);
+      assert.equal(last.election.isLeader(), false);
+      for (const member of rest) await member.election.leave();
+      await waitFor(() => last.election.isLeader(), "the last member to lead");
+      assert.ok(reads().calls > afterFront, "it listed the line again from its own end");
+      assert.deepEqual(eventsOf(last, "error"), []);
+      assert.equal(eventsOf(last, "elected").length, 1);
+    });
   });
 
   it("works through an etcd3 namespace, whose prefix comes before the election key", limit, async () => {

@@ -131,4 +131,34 @@ describe("the line a v3 follower remembers", () => {
     assert.deepEqual(rest, members.slice(1, 7));
     assert.equal(line.at("oldest"), undefined);
   });
+
+  it("with a gap between its two ends, is exhausted once either end has gone, and is never empty before", () => {
+    // members[0..3) the oldest, members[3..8) the newest before ours.
+    const fromFront = new V3OlderMembers(prefix, members, 500, 3);
+    for (const m of members.slice(0, 2)) {
+      assert.equal(fromFront.remove(m.createRevision), true);
+      assert.equal(fromFront.exhausted, false);
+    }
+    assert.deepEqual(fromFront.at("oldest"), members[2]);
+    assert.equal(fromFront.remove(members[2]!.createRevision), true);
+    assert.equal(fromFront.exhausted, true);
+    assert.equal(fromFront.isEmpty, false);
+    assert.equal(fromFront.at("oldest"), undefined, "no member known at the front");
+    assert.equal(fromFront.remove(members[7]!.createRevision), false, "nothing is taken from an exhausted line");
+
+    const fromBack = new V3OlderMembers(prefix, members, 500, 3);
+    for (const m of members.slice(3).reverse()) assert.equal(fromBack.remove(m.createRevision), true);
+    assert.equal(fromBack.exhausted, true);
+    assert.equal(fromBack.isEmpty, false);
+
+    const whole = new V3OlderMembers(prefix, members, 500);
+    for (const m of members) whole.remove(m.createRevision);
+    assert.equal(whole.exhausted, false);
+    assert.equal(whole.isEmpty, true);
+  });
+
+  it("refuses a gap that leaves an end empty", () => {
+    assert.throws(() => new V3OlderMembers(prefix, members, 500, 0), RangeError);
+    assert.throws(() => new V3OlderMembers(prefix, members, 500, members.length), RangeError);
+  });
 });

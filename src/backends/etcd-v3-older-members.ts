@@ -1,12 +1,15 @@
-// The members older than a waiting v3 member, as its one listing showed them,
+// The members older than a waiting v3 member, as its listing showed them,
 // kept small. When the one it watches goes, a follower watches and names the
 // next one without a read (see etcd-v3.ts), so it keeps what makes a member's
 // key and tells that key from a later one of the same name, the lease ID and
 // the create revision, as three numbers (24 bytes a member in a plain array),
 // and its name, packed with the others into one string (packed-names.ts),
 // instead of an object with its key (about 150 bytes in all).
-// With a thousand members in one process, every follower remembering up to a
-// thousand others, that is what a follower's memory is mostly made of.
+//
+// A long line is listed as its two ends only, the oldest members and the
+// newest before ours, with a gap between them that nobody here knows: only
+// the ends are ever watched. Once either end has no member left before the
+// gap, the line is `exhausted` and must be listed again.
 //
 // A member's key is `<prefix><lease ID in hex>` (isLeaseHex in etcd-v3.ts: at
 // most 16 digits, no leading zero). A lease ID is an int64, more than a double
@@ -37,12 +40,20 @@ export class OlderMembers {
   private first = 0;
   private end: number;
 
-  /** `members` oldest first, every key `prefix` followed by a lease ID in hex, listed at `listedAt`. */
+  /**
+   * `members` oldest first, every key `prefix` followed by a lease ID in hex,
+   * listed at `listedAt`. With `gapAt`, members[0, gapAt) are the oldest and
+   * members[gapAt, ...) the newest, and unknown members may stand between.
+   */
   constructor(
     private readonly prefix: string,
     members: readonly ListedMember[],
     readonly listedAt: number,
+    private readonly gapAt?: number,
   ) {
+    if (gapAt !== undefined && !(gapAt > 0 && gapAt < members.length)) {
+      throw new RangeError(`a gap at ${gapAt} leaves an end of ${members.length} members empty`);
+    }
     this.names = new PackedNames(members.map((m) => m.name));
     // Sized once: an array grown by push() keeps up to half as much again spare.
     this.entries = new Array<number>(members.length * STRIDE);
@@ -56,13 +67,24 @@ export class OlderMembers {
     this.end = members.length;
   }
 
+  /** Members known to be in line; with a gap, more may be. */
   get size(): number {
     return this.end - this.first;
   }
 
-  /** The member at that end, or undefined when none is left. */
+  /** No member is older: none known, and no gap. */
+  get isEmpty(): boolean {
+    return this.size === 0 && this.gapAt === undefined;
+  }
+
+  /** An end has no known member left before the gap: list the line again to go on. */
+  get exhausted(): boolean {
+    return this.gapAt !== undefined && (this.first === this.gapAt || this.end === this.gapAt);
+  }
+
+  /** The member at that end, or undefined when none is known there. */
   at(end: LineEnd): ListedMember | undefined {
-    if (this.size === 0) return undefined;
+    if (this.size === 0 || this.exhausted) return undefined;
     const i = end === "oldest" ? this.first : this.end - 1;
     const base = i * STRIDE;
     const [createRevision, high, low] = this.entries.slice(base, base + STRIDE) as [number, number, number];
@@ -72,7 +94,7 @@ export class OlderMembers {
 
   /** Drops the member with this create revision if it is at one end; false if it is not in line. */
   remove(createRevision: number): boolean {
-    if (this.size === 0) return false;
+    if (this.size === 0 || this.exhausted) return false;
     if (this.entries[(this.end - 1) * STRIDE] === createRevision) this.end--;
     else if (this.entries[this.first * STRIDE] === createRevision) this.first++;
     else return false;

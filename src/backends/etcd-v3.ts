@@ -6,9 +6,10 @@
 //                                       Then Put(that key, name, lease) Else Get(that key)
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
 //             answer (etcd3-keepalive-stream.ts); a TTL of 0 means the lease is gone
-//   turn      Get(<key>/, oldest create revision first, max create revision = ours):
-//             our own key and every member before it. None before it: we lead.
-//             Otherwise watch the member just before ours (etcd's recipe) and
+//   turn      Get(<key>/, oldest create revision first, max create revision = ours,
+//             limit 9): our own key and every member before it. None before
+//             it: we lead. If the line goes on past the limit, the same read
+//             newest first, for its other end (LINE_END_MEMBERS). Otherwise watch the member just before ours (etcd's recipe) and
 //             our own key, in one watch over the keys from one to the other
 //             (deletions only, unless the predecessor leads: other members'
 //             keys fall in that range), and the leader, from the read's
@@ -41,12 +42,13 @@
 // token is the member key's create revision: a later member's is larger.
 //
 // Waiting costs one listing, on joining: a member remembers the members older
-// than itself (no member can become older later), watches the one just before
-// it (etcd's recipe) and the leader, and when either goes it watches the next
-// one it remembers from the revision it last saw it at: a change of leader
-// costs each follower one watch request, no read. (A read sorted by create
-// revision makes etcd 3.4 collect and sort every key under the prefix,
-// whatever the limit.) It also watches its own key, which
+// than itself (no member can become older later; of a long line, its two
+// ends), watches the one just before it (etcd's recipe) and the leader, and
+// when either goes it watches the next one it remembers from the revision it
+// last saw it at: a change of leader costs each follower one watch request, no
+// read, until an end it listed runs out. (A read sorted by create revision
+// makes etcd 3.4 collect and sort every key under the prefix, whatever the
+// limit.) It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue } from "etcd3";
@@ -92,6 +94,13 @@ interface MembersAhead {
   /** The leader itself when only one member is older. */
   predecessor: Member;
 }
+
+/**
+ * Members listed at each end of a long line (etcd-v3-older-members.ts). A
+ * follower lists the line again only after this many members at one end have
+ * gone: past this many changes of leader, or of the member just before it.
+ */
+export const LINE_END_MEMBERS = 8;
 
 export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   readonly description: string;
@@ -181,12 +190,15 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   private async untilFirstInLine(membership: V3Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
-    const { ours, ahead, revision } = await this.placeInLine(membership, signal);
-    if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
-    membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
-    if (!ahead) return;
-    onLeader(leaderOf(ahead.leader));
-    await this.waitForOlderMembers(membership, ahead, onLeader, signal);
+    for (;;) {
+      const { ours, ahead, revision } = await this.placeInLine(membership, signal);
+      if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
+      membership.knownAliveAt = Math.max(membership.knownAliveAt, revision);
+      if (!ahead) return;
+      onLeader(leaderOf(ahead.leader));
+      if ((await this.waitForOlderMembers(membership, ahead, onLeader, signal)) === "first") return;
+      log.v3("%s: every member listed at one end of the line has gone, listing it again", membership.id);
+    }
   }
 
   /** One read of our own key: throws MembershipLostError if it is gone, else moves knownAliveAt to the read's revision. */
@@ -200,32 +212,78 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   /**
-   * Our own key and every member older than it, oldest first, as of one
-   * revision. No member can become older later (create revisions only grow),
-   * so this one read serves the whole wait.
+   * The members older than ours, oldest first: all of them, or in a long line
+   * its two ends (LINE_END_MEMBERS each), and whether our own key is still
+   * there. No member can become older later (create revisions only grow), so
+   * this serves the wait until an end runs out of members.
+   *
+   * The oldest come first, by one read that ends at our own key; a line that
+   * read does not reach the end of takes a second read, from our own key
+   * backwards. Each member listed costs its decoding and memory in every
+   * follower: listing all of a line of a thousand, a hundred thousand members
+   * in all, is most of the work a thousand members starting in one process do.
+   * (etcd 3.4 still collects and sorts every key under the prefix for either
+   * read, whatever the limit.)
    */
   private async placeInLine(
     membership: V3Membership,
     signal: AbortSignal,
   ): Promise<{ ours: boolean; ahead: MembersAhead | undefined; revision: number }> {
-    const request = this.client.getAll().prefix(this.prefix).sort("Create", "Ascend").maxCreateRevision(membership.token);
-    const response = await this.call("read place in line", request.exec(), signal);
-    const revision = Number(response.header.revision);
-    // etcd cannot leave out keys of nested elections or foreign keys: they
-    // come back too, names and all, if older than ours.
-    const kvs = response.kvs.filter((kv) => this.isMemberKey(kv.key.toString()));
-    const ours = kvs.at(-1)?.key.toString() === membership.id;
-    if (ours) kvs.pop();
-    if (kvs.length === 0) return { ours, ahead: undefined, revision };
+    const oldest = await this.listLine(membership, "Ascend", LINE_END_MEMBERS + 1, signal);
+    let older = oldest.members;
+    let ours = older.at(-1)?.key === membership.id;
+    let gapAt: number | undefined;
+    const revision = oldest.revision;
+    if (ours) {
+      older.pop();
+    } else if (oldest.full) {
+      // The line goes on past what was read: read its other end, ours included.
+      const newest = await this.listLine(membership, "Descend", LINE_END_MEMBERS + 1, signal);
+      ours = newest.members[0]?.key === membership.id;
+      const back = newest.members.slice(ours ? 1 : 0).reverse();
+      if (older.length > 0 && back.length > 0) {
+        const lastOfFront = older.at(-1)!.createRevision;
+        const behindFront = back.filter((m) => m.createRevision > lastOfFront);
+        // No member read twice: there may be others between the two ends.
+        if (behindFront.length === back.length) gapAt = older.length;
+        older = older.concat(behindFront);
+      } else {
+        // An end that held nothing but keys of no member (or whose members
+        // all left between the reads): list the whole line instead.
+        const all = await this.listLine(membership, "Ascend", 0, signal);
+        older = all.members;
+        ours = older.at(-1)?.key === membership.id;
+        if (ours) older.pop();
+      }
+    }
+    if (older.length === 0) return { ours, ahead: undefined, revision };
     // Only the two ends are kept whole; the line keeps numbers (etcd-v3-older-members.ts).
-    const leader = toMember(kvs[0]!, revision);
-    const predecessor = kvs.length === 1 ? leader : toMember(kvs.at(-1)!, revision);
-    const older = new OlderMembers(
-      this.prefix,
-      kvs.map((kv) => ({ key: kv.key.toString(), name: kv.value.toString(), createRevision: Number(kv.create_revision) })),
-      revision,
-    );
-    return { ours, ahead: { older, leader, predecessor }, revision };
+    const leader = fromLine(older[0]!, revision);
+    const predecessor = older.length === 1 ? leader : fromLine(older.at(-1)!, revision);
+    const line = new OlderMembers(this.prefix, older, revision, gapAt);
+    return { ours, ahead: { older: line, leader, predecessor }, revision };
+  }
+
+  /**
+   * One read of the line up to our own key by create revision, from its start
+   * or backwards from ours, at most `limit` keys (0: all). `full` when the
+   * limit was reached. Keys of nested elections and foreign keys are left
+   * out: etcd cannot leave them out itself, they come back too, names and all.
+   */
+  private async listLine(
+    membership: V3Membership,
+    order: "Ascend" | "Descend",
+    limit: number,
+    signal: AbortSignal,
+  ): Promise<{ members: ListedMember[]; revision: number; full: boolean }> {
+    const request = this.client.getAll().prefix(this.prefix).sort("Create", order).maxCreateRevision(membership.token).limit(limit);
+    const response = await this.call("read place in line", request.exec(), signal);
+    const members: ListedMember[] = [];
+    for (const kv of response.kvs) {
+      const key = kv.key.toString();
+      if (this.isMemberKey(key)) members.push({ key, name: kv.value.toString(), createRevision: Number(kv.create_revision) });
+    }
+    return { members, revision: Number(response.header.revision), full: limit > 0 && response.kvs.length === limit };
   }
 
   /**
@@ -256,7 +314,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     ahead: MembersAhead,
     onLeader: LeaderListener,
     signal: AbortSignal,
-  ): Promise<void> {
+  ): Promise<"first" | "list again"> {
     const { older } = ahead;
     const watches = new Watches<"line" | "leader">(this.client, signal);
     let { predecessor, leader } = ahead;
@@ -323,7 +381,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           }
         }
         if (!older.remove(member.createRevision)) continue;
-        if (older.size === 0) return;
+        if (older.isEmpty) return "first";
+        if (older.exhausted) return "list again";
         const newest = older.at("newest")!;
         if (newest.createRevision !== predecessor.createRevision) {
           predecessor = newest.createRevision === leader.createRevision ? leader : fromLine(newest, older.listedAt);
