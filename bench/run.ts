@@ -183,7 +183,7 @@ async function main(): Promise<void> {
           "the partition scenario and the etcd idle and change-cost tables are etcd's, and skip it",
         "etcd3 Election's clients keep etcd3's default fault handling (a host is shut for 5 s after three failed calls), " +
           "as its documentation has them: its rejoin after a partition includes those 5 s. Ours use the client the README " +
-          "recommends (gRPC keepalive, a breaker that half-opens after 250 ms)",
+          "recommends (gRPC keepalive, a breaker that counts a burst of failures once and half-opens after 250 ms, no channelz)",
       ],
     },
     graceful: [],

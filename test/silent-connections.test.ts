@@ -156,6 +156,7 @@ describe("etcdLeader.etcd3Options()", () => {
       "grpc.keepalive_time_ms": 10_000,
       "grpc.keepalive_timeout_ms": 3_000,
       "grpc.keepalive_permit_without_calls": 1,
+      "grpc.enable_channelz": 0,
     });
     const breaker = options.faultHandling?.host?.("127.0.0.1:1") as { execute?: unknown } | undefined;
     assert.equal(typeof breaker?.execute, "function", "faultHandling.host makes a cockatiel policy");
