@@ -184,6 +184,19 @@ describe("leader step-down timing", () => {
     assert.equal(clock.pendingTimers, 0);
   });
 
+  it("stop() sends the deletion at once, after unelected and before it unwinds the leader's own wait", async () => {
+    const { clock, backend, election, events } = setup();
+    await elect(clock, election);
+    const seen: string[] = [];
+    backend.onLeave = () =>
+      seen.push(`unelected before: ${events.at(-1)?.startsWith("unelected")}, wait unwound before: ${backend.lossSignal?.aborted}`);
+    election.stop();
+    assert.deepEqual(seen, ["unelected before: true, wait unwound before: false"], "leave() called within stop()");
+    await election.leave();
+    assert.deepEqual(backend.leaves, ["member-1"], "and only once");
+    assert.equal(clock.pendingTimers, 0);
+  });
+
   it("a follower emits leader, and becomes leader only when its turn comes", async () => {
     const { clock, backend, election, events } = setup();
     backend.firstInLine = false;

@@ -441,9 +441,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
+    const revoking = this.call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
+    // After the revoke is sent: with the client's last lease this closes the
+    // keep-alive stream, which would hold the revoke back.
     this.keepAlive.release(membership.leaseId);
     try {
-      await this.call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
+      await revoking;
     } catch (err) {
       if (!isLeaseNotFound(err)) throw err;
     }

@@ -30,6 +30,10 @@ export class ScriptedBackend implements ElectionBackend {
   firstInLine = true;
   /** "fail": awaitTurn cannot reach the store; "lost": it finds the membership gone. */
   turnAnswer: "ok" | "fail" | "lost" = "ok";
+  /** The signal of the leader's last wait for the loss of its membership. */
+  lossSignal: AbortSignal | undefined;
+  /** Called as leave() is, before it answers. */
+  onLeave: ((membership: Membership) => void) | undefined;
   private turnWaiters: Array<() => void> = [];
   private lossWaiters: Array<() => void> = [];
 
@@ -81,10 +85,12 @@ export class ScriptedBackend implements ElectionBackend {
   }
 
   awaitLoss(_m: Membership, signal: AbortSignal): Promise<void> {
+    this.lossSignal = signal;
     return this.pending(this.lossWaiters, signal);
   }
 
   async leave(m: Membership): Promise<void> {
+    this.onLeave?.(m);
     this.leaves.push(m.id);
   }
 
