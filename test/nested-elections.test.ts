@@ -151,6 +151,33 @@ for (const api of APIS) {
       noErrors(...all);
     });
 
+    it("an outer member behind more inner members than a v3 listing reads from an end still finds its place", { timeout: 30_000 }, async () => {
+      // On v3 a line is read 9 keys from each end. Here the 9 oldest keys are
+      // inner members', and so are the newest before o1 and all but one of
+      // the newest before o2: neither may take that for an empty line.
+      const key = api.key("crowded");
+      const client = api.client();
+      const inners = [new Member(client, `${key}/cleanup`, "i0")];
+      await waitFor("i0 elected", 5_000, () => inners[0]!.elected.length === 1);
+      const joinInner = async (i: number) => {
+        const inner = new Member(client, `${key}/cleanup`, `i${i}`);
+        await waitFor(`i${i} follows i0`, 5_000, () => inner.lastLeader === "i0");
+        inners.push(inner);
+      };
+      for (let i = 1; i <= 9; i++) await joinInner(i);
+      const o1 = new Member(client, key, "o1");
+      await waitFor("o1 elected", 5_000, () => o1.elected.length === 1);
+      for (let i = 10; i <= 12; i++) await joinInner(i);
+      const o2 = new Member(client, key, "o2");
+      await waitFor("o2 follows o1", 5_000, () => o2.lastLeader === "o1");
+      await holdsSteady([o1, o2, ...inners], [o1, inners[0]!], 300);
+      await o1.election.leave();
+      await waitFor("o2 elected", 5_000, () => o2.elected.length === 1);
+      await holdsSteady([o2, ...inners], [o2, inners[0]!], 200);
+      assert.deepEqual(o2.leaders, ["o1"]);
+      noErrors(o1, o2, ...inners);
+    });
+
     it("observers of either election report only that election's leader", { timeout: 25_000 }, async () => {
       const key = api.key("observe");
       const client = api.client();
