@@ -18,7 +18,8 @@ import { CountingProxy, diffCounts } from "./helpers/counting-proxy";
 import { EventRecorder } from "./helpers/event-recorder";
 import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "./helpers/hooks";
 import { etcdMetrics } from "./helpers/store-clients";
-import { sleep } from "./helpers/waiting";
+import { nextTurn } from "../src/turns";
+import { sleep, waitFor } from "./helpers/waiting";
 
 const MEMBERS = 8;
 const TTL_SECONDS = 10;
@@ -113,6 +114,34 @@ describe("the cost of a change of leader to its followers", () => {
     const marks = members.recorders.map((r) => r.mark);
     await members.elections[0]!.leave();
     await Promise.all(members.recorders.slice(2).map((r, j) => r.next("leader", SETTLE_MS, marks[2 + j], (leader) => leader === "m1")));
+  });
+
+  it("v2: the member that becomes next in line watches the new leader at once, not behind the other followers' turns", { timeout: 60_000 }, async () => {
+    // Work queued for later turns of the event loop before the change, as a
+    // thousand followers' re-arms would be: the new heir's watch on the new
+    // leader must not wait behind it (the followers behind the heir may).
+    const proxy = await CountingProxy.start(etcd.hostPorts[0]!);
+    proxies.push(proxy);
+    const members = await line("v2", [proxy.hostPort], 6);
+    await sleep(300);
+    const listing = (await (await fetch(`${etcd.clientUrls[0]}/v2/keys${members.key}?sorted=true`)).json()) as { node: { nodes: Array<{ key: string }> } };
+    const newLeaderKey = listing.node.nodes[1]!.key;
+    const from = performance.now();
+    const watchesOfNewLeader = () =>
+      proxy.since(from).filter((r) => r.kind === "watch" && r.query.get("recursive") !== "true" && r.path === `/v2/keys${newLeaderKey}`).length;
+    let queuedLeft = 100;
+    for (let i = 0; i < 100; i++) {
+      void nextTurn().then(() => {
+        const until = performance.now() + 10;
+        while (performance.now() < until);
+        queuedLeft--;
+      });
+    }
+    await members.elections[0]!.leave();
+    // Its own watch for its loss, and the new heir's.
+    await waitFor("two watches of the new leader, or the queued work done", SETTLE_MS, () => watchesOfNewLeader() >= 2 || queuedLeft === 0);
+    assert.ok(queuedLeft > 0, `the new heir watched m1 only after the work queued before it (${watchesOfNewLeader()} watches of m1)`);
+    assert.equal(members.elections[1]!.isLeader(), true);
   });
 
   it("v2: an announcement that fails is sent again by the next renewal", { timeout: 60_000 }, async () => {

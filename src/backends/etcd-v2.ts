@@ -376,9 +376,14 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           silentHeir = { createdIndex: member.createdIndex, seenAt: at, name: value ?? "" };
         }
         // Every follower in a process gets here from the same answer; the
-        // next watch can wait its turn (turns.ts).
-        await nextTurn();
-        signal.throwIfAborted();
+        // next watch can wait its turn (turns.ts). Not the heir's, on the
+        // leader: the next change of leader is for it to see first, and
+        // behind a thousand followers' watches (each a read too, where etcd
+        // has forgotten the index to start from) its turn came seconds later.
+        if (older.size > 1) {
+          await nextTurn();
+          signal.throwIfAborted();
+        }
         watchNext();
       }
     } finally {
