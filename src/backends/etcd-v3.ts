@@ -7,9 +7,10 @@
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
 //             answer (etcd3-keepalive-stream.ts); a TTL of 0 means the lease is gone
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours,
-//             limit 9): our own key and every member before it. None before
-//             it: we lead. If the line goes on past the limit, the same read
-//             newest first, for its other end (LINE_END_MEMBERS). Otherwise watch the member just before ours (etcd's recipe) and
+//             limit LINE_END_MEMBERS + 1): our own key and every member before
+//             it. None before it: we lead. If the line goes on past the limit,
+//             the same read newest first, for its other end. Otherwise watch
+//             the member just before ours (etcd's recipe) and
 //             our own key, in one watch over the keys from one to the other
 //             (deletions only, unless the predecessor leads: other members'
 //             keys fall in that range), and the leader, from the read's
