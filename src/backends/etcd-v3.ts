@@ -3,13 +3,16 @@
 // programs using concurrency.Election share one election.
 //
 //   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
-//                                       Then Put(that key, name, lease) Else Get(that key)
+//                                       Then Put(that key, name, lease) and the
+//                                            turn's two reads, at the put's revision
+//                                       Else Get(that key)
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
 //             answer (etcd3-keepalive-stream.ts); a TTL of 0 means the lease is gone
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours,
 //             limit LINE_END_MEMBERS + 1): our own key and every member before
 //             it. None before it: we lead. If the line goes on past the limit,
-//             the same read newest first, for its other end. Otherwise watch
+//             the same read newest first, for its other end. The first turn
+//             takes both from the join's transaction. Otherwise watch
 //             the member just before ours (etcd's recipe) and
 //             our own key, in one watch over the keys from one to the other
 //             (deletions only, unless the predecessor leads: other members'
@@ -42,9 +45,9 @@
 // Order is the create revision, which every member reads alike. The fencing
 // token is the member key's create revision: a later member's is larger.
 //
-// Waiting costs one listing, on joining: a member remembers the members older
-// than itself (no member can become older later; of a long line, its two
-// ends), watches the one just before it (etcd's recipe) and the leader, and
+// Waiting costs one listing, made by the join's own transaction: a member
+// remembers the members older than itself (no member can become older later;
+// of a long line, its two ends), watches the one just before it (etcd's recipe) and the leader, and
 // when either goes it watches the next one it remembers from the revision it
 // last saw it at: a change of leader costs each follower one watch request, no
 // read, until an end it listed runs out. (A read sorted by create revision
@@ -52,7 +55,7 @@
 // limit.) It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
-import type { IKeyValue } from "etcd3";
+import type { IKeyValue, IRangeResponse } from "etcd3";
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../backend";
 import { nextTurn } from "../turns";
 import { MembershipLostError } from "../errors";
@@ -78,6 +81,20 @@ export interface V3Membership extends Membership {
   readonly leaseId: string;
   /** A revision at which the key was known to exist; watches of it start after it. */
   knownAliveAt: number;
+  /** The two ends of the line as the join read them, until the first wait takes them. */
+  lineAtJoin?: LineEnds;
+}
+
+/** Both ends of the line up to a member's key, oldest first and newest first, at one revision. */
+interface LineEnds {
+  oldest: IRangeResponse;
+  newest: IRangeResponse;
+  /**
+   * What keys in these reads start with before the election key: an etcd3
+   * namespace's prefix, which etcd3 takes off the keys of a plain read but
+   * not off those a transaction read.
+   */
+  namespace: string;
 }
 
 interface Member {
@@ -151,9 +168,17 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const key = this.prefix + leaseHex(lease.ID);
     this.keepAlive.retain(lease.ID);
     try {
+      // The same transaction reads both ends of the line, at the revision of
+      // our put (a transaction's reads see its own writes): our key is the
+      // newest there, so neither read needs our create revision to stop at it,
+      // and the first wait needs no read of its own.
       const txn = await this.client
         .if(key, "Create", "==", 0)
-        .then(this.client.put(key).value(this.name).lease(lease.ID))
+        .then(
+          this.client.put(key).value(this.name).lease(lease.ID),
+          this.lineEnd("Ascend", LINE_END_MEMBERS + 1),
+          this.lineEnd("Descend", LINE_END_MEMBERS + 1),
+        )
         .else(this.client.get(key))
         .commit();
       const revision = Number(txn.header.revision);
@@ -161,7 +186,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       // still reads the key back otherwise, and so do we.
       const existing = txn.succeeded ? undefined : txn.responses[0]?.response_range?.kvs[0];
       const token = existing ? Number(existing.create_revision) : revision;
-      const membership = { id: key, token, leaseId: lease.ID, knownAliveAt: revision };
+      const [, oldest, newest] = txn.responses.map((r) => r.response_range);
+      const lineAtJoin = txn.succeeded && oldest && newest ? lineEnds(key, oldest, newest) : undefined;
+      const membership: V3Membership = { id: key, token, leaseId: lease.ID, knownAliveAt: revision, lineAtJoin };
       return { membership, token, sentAt, ttlMs: Number(lease.TTL) * 1000 };
     } catch (err) {
       this.revokeInBackground(lease.ID);
@@ -230,7 +257,11 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     membership: V3Membership,
     signal: AbortSignal,
   ): Promise<{ ours: boolean; ahead: MembersAhead | undefined; revision: number }> {
-    const oldest = await this.listLine(membership, "Ascend", LINE_END_MEMBERS + 1, signal);
+    const atJoin = membership.lineAtJoin;
+    membership.lineAtJoin = undefined;
+    const oldest = atJoin
+      ? this.membersOf(atJoin.oldest, LINE_END_MEMBERS + 1, atJoin.namespace)
+      : await this.listLine(membership, "Ascend", LINE_END_MEMBERS + 1, signal);
     let older = oldest.members;
     let ours = older.at(-1)?.key === membership.id;
     let gapAt: number | undefined;
@@ -239,7 +270,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       older.pop();
     } else if (oldest.full) {
       // The line goes on past what was read: read its other end, ours included.
-      const newest = await this.listLine(membership, "Descend", LINE_END_MEMBERS + 1, signal);
+      const newest = atJoin
+        ? this.membersOf(atJoin.newest, LINE_END_MEMBERS + 1, atJoin.namespace)
+        : await this.listLine(membership, "Descend", LINE_END_MEMBERS + 1, signal);
       ours = newest.members[0]?.key === membership.id;
       const back = newest.members.slice(ours ? 1 : 0).reverse();
       if (older.length > 0 && back.length > 0) {
@@ -277,11 +310,24 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     limit: number,
     signal: AbortSignal,
   ): Promise<{ members: ListedMember[]; revision: number; full: boolean }> {
-    const request = this.client.getAll().prefix(this.prefix).sort("Create", order).maxCreateRevision(membership.token).limit(limit);
-    const response = await this.call("read place in line", request.exec(), signal);
+    const request = this.lineEnd(order, limit).maxCreateRevision(membership.token);
+    return this.membersOf(await this.call("read place in line", request.exec(), signal), limit);
+  }
+
+  /** A read of the line sorted by create revision, at most `limit` keys (0: all). */
+  private lineEnd(order: "Ascend" | "Descend", limit: number) {
+    return this.client.getAll().prefix(this.prefix).sort("Create", order).limit(limit);
+  }
+
+  /** The members a read of the line found (keys without `namespace`), and whether it stopped at `limit` keys. */
+  private membersOf(
+    response: IRangeResponse,
+    limit: number,
+    namespace = "",
+  ): { members: ListedMember[]; revision: number; full: boolean } {
     const members: ListedMember[] = [];
     for (const kv of response.kvs) {
-      const key = kv.key.toString();
+      const key = kv.key.toString().slice(namespace.length);
       if (this.isMemberKey(key)) members.push({ key, name: kv.value.toString(), createRevision: Number(kv.create_revision) });
     }
     return { members, revision: Number(response.header.revision), full: limit > 0 && response.kvs.length === limit };
@@ -519,6 +565,17 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       (err: unknown) => log.v3("could not revoke abandoned lease %s: %s", leaseHex(leaseId), (err as Error).message),
     );
   }
+}
+
+/**
+ * The line's two ends as the join's transaction read them, or none if they
+ * are not what they should be: our own key, newest at that revision, first
+ * in the newest-first read, as `key` after a namespace's prefix, if any.
+ */
+function lineEnds(key: string, oldest: IRangeResponse, newest: IRangeResponse): LineEnds | undefined {
+  const ours = newest.kvs[0]?.key.toString();
+  if (!ours?.endsWith(key)) return undefined;
+  return { oldest, newest, namespace: ours.slice(0, ours.length - key.length) };
 }
 
 /** etcd's key suffix for a lease: the int64 ID in lowercase hex, unpadded (Go's %x). */
