@@ -152,12 +152,17 @@ describe("etcdLeader.etcd3Options()", () => {
   it("sets gRPC keepalive and a per-host circuit breaker, and lets overrides win", () => {
     const options = etcdLeader.etcd3Options({ hosts: ["127.0.0.1:1"], grpcOptions: { "grpc.keepalive_time_ms": 10_000 } });
     assert.deepEqual(options.hosts, ["127.0.0.1:1"]);
-    assert.deepEqual(options.grpcOptions, {
+    const { channelFactoryOverride, ...channelOptions } = options.grpcOptions ?? {};
+    assert.deepEqual(channelOptions, {
       "grpc.keepalive_time_ms": 10_000,
       "grpc.keepalive_timeout_ms": 3_000,
       "grpc.keepalive_permit_without_calls": 1,
       "grpc.enable_channelz": 0,
     });
+    // One channel for the client's services (etcd3-shared-channel.test.ts).
+    assert.equal(typeof channelFactoryOverride, "function");
+    const own = () => undefined;
+    assert.equal(etcdLeader.etcd3Options({ grpcOptions: { channelFactoryOverride: own } }).grpcOptions?.channelFactoryOverride, own);
     const breaker = options.faultHandling?.host?.("127.0.0.1:1") as { execute?: unknown } | undefined;
     assert.equal(typeof breaker?.execute, "function", "faultHandling.host makes a cockatiel policy");
     const noBreaker = etcdLeader.etcd3Options({ faultHandling: { host: undefined as never } });

@@ -21,11 +21,18 @@
 //   seconds could rejoin only once it half-opened, 0.6 s after the heal at
 //   best. Counted by bursts, it rejoins 0.1 to 0.25 s after it.
 //
-// The breaker comes from cockatiel, which etcd3 depends on. It is loaded from
-// where etcd3 itself is installed, so that this package depends on neither.
+// And one of etcd3's ways costs time and memory: a gRPC channel for each etcd
+// service a client calls. The services of a client made with these options
+// share one (etcd3-shared-channel.ts).
+//
+// The breaker comes from cockatiel, which etcd3 depends on, and the channel
+// from grpc-js, which it also depends on. Both are loaded from where etcd3
+// itself is installed, so that this package depends on none of them.
 import { createRequire } from "node:module";
 import type { IOptions } from "etcd3";
+import { log } from "../log";
 import { ConsecutiveBurstsBreaker } from "./etcd3-burst-breaker";
+import { sharedChannelFactory, type ChannelFactory, type GrpcChannelClass } from "./etcd3-shared-channel";
 
 /** etcd3's options, every one optional here: `hosts` defaults as etcd3's own does. */
 export type Etcd3Options = Partial<IOptions>;
@@ -49,17 +56,20 @@ const HALF_OPEN_AFTER_MS = 250;
 const BURSTS_TO_OPEN = 3;
 
 /**
- * Options for `new Etcd3(...)` with gRPC keepalive and a short circuit
- * breaker. `overrides` win; its `grpcOptions` and `faultHandling` are merged
- * into the defaults, entry by entry.
+ * Options for `new Etcd3(...)` with gRPC keepalive, a short circuit breaker
+ * and one gRPC channel for the client's services. `overrides` win; its
+ * `grpcOptions` and `faultHandling` are merged into the defaults, entry by
+ * entry.
  */
 export function etcd3Options(overrides: Etcd3Options = {}): IOptions {
   const { grpcOptions, faultHandling, ...rest } = overrides;
+  const { cockatiel, isRecoverableError, Channel } = loadFromEtcd3();
+  const channels: { channelFactoryOverride?: ChannelFactory } = Channel ? { channelFactoryOverride: sharedChannelFactory(Channel) } : {};
   return {
     hosts: "127.0.0.1:2379",
     ...rest,
-    grpcOptions: { ...KEEPALIVE_CHANNEL_OPTIONS, ...grpcOptions },
-    faultHandling: { host: shortCircuitBreaker(), ...faultHandling },
+    grpcOptions: { ...KEEPALIVE_CHANNEL_OPTIONS, ...channels, ...grpcOptions },
+    faultHandling: { host: shortCircuitBreaker(cockatiel, isRecoverableError), ...faultHandling },
   };
 }
 
@@ -69,8 +79,10 @@ interface Cockatiel {
 }
 
 /** A factory of per-host breakers, as etcd3's `faultHandling.host` takes it. */
-function shortCircuitBreaker(): NonNullable<IOptions["faultHandling"]>["host"] {
-  const { cockatiel, isRecoverableError } = loadFromEtcd3();
+function shortCircuitBreaker(
+  cockatiel: Cockatiel,
+  isRecoverableError: (err: Error) => boolean,
+): NonNullable<IOptions["faultHandling"]>["host"] {
   return (() =>
     cockatiel.circuitBreaker(cockatiel.handleWhen(isRecoverableError), {
       halfOpenAfter: HALF_OPEN_AFTER_MS,
@@ -78,7 +90,11 @@ function shortCircuitBreaker(): NonNullable<IOptions["faultHandling"]>["host"] {
     })) as NonNullable<IOptions["faultHandling"]>["host"];
 }
 
-function loadFromEtcd3(): { cockatiel: Cockatiel; isRecoverableError: (err: Error) => boolean } {
+function loadFromEtcd3(): {
+  cockatiel: Cockatiel;
+  isRecoverableError: (err: Error) => boolean;
+  Channel: GrpcChannelClass | undefined;
+} {
   let etcd3Entry: string;
   try {
     etcd3Entry = require.resolve("etcd3");
@@ -98,5 +114,17 @@ function loadFromEtcd3(): { cockatiel: Cockatiel; isRecoverableError: (err: Erro
     );
   }
   const { isRecoverableError } = fromEtcd3(etcd3Entry) as { isRecoverableError: (err: Error) => boolean };
-  return { cockatiel, isRecoverableError };
+  return { cockatiel, isRecoverableError, Channel: grpcChannelClass(fromEtcd3) };
+}
+
+/** grpc-js's Channel, as etcd3 loads it; without it, etcd3's own channels, one per service. */
+function grpcChannelClass(fromEtcd3: NodeJS.Require): GrpcChannelClass | undefined {
+  try {
+    const { Channel } = fromEtcd3("@grpc/grpc-js") as { Channel?: GrpcChannelClass };
+    if (typeof Channel === "function") return Channel;
+    log.v3("grpc-js has no Channel class: each etcd3 service keeps a channel of its own");
+  } catch (err) {
+    log.v3("could not load grpc-js from where etcd3 is installed (%s): each service keeps a channel of its own", (err as Error).message);
+  }
+  return undefined;
 }
