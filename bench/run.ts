@@ -170,8 +170,9 @@ async function main(): Promise<void> {
         `every member has its own client, as it would in its own process. v2 (this library, 0.0.1): node-etcd, the clients of ` +
           `a process sharing one request pool of ${V2_POOL_MAX_SOCKETS} sockets for both (node-etcd 7's shared default pool of 100 ` +
           `would starve 100+ members that each hold long-poll watches). v3 (this library, etcd3 Election): one etcd3 client, so one ` +
-          `gRPC channel, per member (sharing one etcd3 client among 100 Election members trips etcd3's circuit breaker: ` +
-          `it counts streams it cancels itself as failures of the host)`,
+          `HTTP/2 connection, per member; its services share one gRPC channel with the options the README recommends (this ` +
+          `library) and have one each with etcd3's defaults (Election) (sharing one etcd3 client among 100 Election members ` +
+          `trips etcd3's circuit breaker: it counts streams it cancels itself as failures of the host)`,
         "etcd3 Election members each campaign and also observe() (Campaign alone never names the leader); on an error they " +
           "campaign / observe again after 5 s as etcd3's documentation shows. 0.0.1 stops itself on an error; nothing restarts it",
         "graceful, cold start and scale runs measure one subject at a time; the crash and partition trials of all four subjects " +

@@ -14,7 +14,7 @@ export const etcd3Election: Subject = {
   ...SUBJECTS.find((s) => s.id === "etcd3-election")!,
   runtime(hosts: string[]): SubjectRuntime {
     return {
-      clientNote: V3_CLIENT_NOTE,
+      clientNote: V3_CLIENT_NOTE.election,
       member(spec: MemberSpec, listener: MemberListener): Member {
         const own = new Etcd3({ hosts: spec.hosts ?? hosts });
         return new Etcd3ElectionMember(own, spec, listener, () => own.close());

@@ -1,8 +1,11 @@
 // The subjects' descriptions, without loading any client library.
 import type { SubjectId, SubjectInfo } from "./types";
 
-/** Both v3 subjects: what a member connects with. */
-export const V3_CLIENT_NOTE = "one etcd3 client (its own gRPC channel) per member";
+/** Each v3 subject's clients: one per member, as it would be in its own process. */
+export const V3_CLIENT_NOTE = {
+  ours: "one etcd3 client per member, its services sharing one gRPC channel",
+  election: "one etcd3 client per member, a gRPC channel for each service it calls (etcd3's defaults)",
+} as const;
 
 const v2Key = (id: string) => (scope: string) => `/bench/${id}/${scope}`;
 

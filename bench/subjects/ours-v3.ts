@@ -9,7 +9,7 @@ export const oursV3: Subject = {
   ...SUBJECTS.find((s) => s.id === "ours-v3")!,
   runtime(hosts: string[]): SubjectRuntime {
     return {
-      clientNote: V3_CLIENT_NOTE,
+      clientNote: V3_CLIENT_NOTE.ours,
       member(spec: MemberSpec, listener: MemberListener): Member {
         // The client configuration the README recommends: keepalive and a short breaker.
         const own = new Etcd3(etcdLeader.etcd3Options({ hosts: spec.hosts ?? hosts }));
