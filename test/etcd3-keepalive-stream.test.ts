@@ -98,6 +98,8 @@ describe("v3 renewals on one keep-alive stream per client", () => {
     const before = await keepAliveMetrics();
     const members = ["a", "b", "c", "d", "e"].map((name) => startElection(client, key, name, 1));
     await waitFor(() => members.some((m) => m.isLeader()), "a leader");
+    // A leader may be elected before the last member has joined (and has a renewal time to compare).
+    await waitFor(() => members.every((m) => m.lastRenewedAt !== undefined), "every member to join");
     const renewedBefore = members.map((m) => m.lastRenewedAt!);
     // TTL 1 s: a renewal every 500 ms, so each member renews at least twice in 1.5 s.
     await waitFor(
@@ -125,6 +127,7 @@ describe("v3 renewals on one keep-alive stream per client", () => {
       m.on("unelected", () => unelected.push(`member ${i}`));
     });
     await waitFor(() => members.some((m) => m.isLeader()), "a leader");
+    await waitFor(() => members.every((m) => m.lastRenewedAt !== undefined), "every member to join");
     const leader = members.find((m) => m.isLeader())!;
     const started = (await keepAliveMetrics()).started;
     const renewedBefore = members.map((m) => m.lastRenewedAt!);

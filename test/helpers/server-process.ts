@@ -3,7 +3,7 @@
 // demand, stopped with a signal and a SIGKILL if it lingers, paused and
 // resumed to stage outages. etcd-server.ts and nats-server.ts say what to run.
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, readFileSync } from "node:fs";
+import { createWriteStream, readdirSync, readFileSync } from "node:fs";
 
 /** How long a server gets to act on SIGTERM (or SIGKILL) before it is killed outright. */
 const STOP_GRACE_MS = 5_000;
@@ -49,9 +49,20 @@ export class ServerProcess {
     await this.signal("SIGKILL");
   }
 
-  /** SIGSTOP: the process hangs with its sockets open, so clients see timeouts, not disconnects. */
+  /**
+   * SIGSTOP: the process hangs with its sockets open, so clients see timeouts,
+   * not disconnects. Returns once every thread of it has stopped: the signal
+   * is only queued when kill() returns, and a thread running on the other
+   * core could still answer a request sent just after.
+   */
   pause(): void {
-    this.child?.kill("SIGSTOP");
+    const child = this.child;
+    if (!child?.pid) return;
+    child.kill("SIGSTOP");
+    const deadline = performance.now() + 1_000;
+    while (!allThreadsStopped(child.pid) && performance.now() < deadline) {
+      // A few microseconds, usually; the check reads /proc.
+    }
   }
 
   resume(): void {
@@ -77,5 +88,18 @@ export class ServerProcess {
     const timer = setTimeout(() => child.kill("SIGKILL"), STOP_GRACE_MS);
     await exited;
     clearTimeout(timer);
+  }
+}
+
+/** Whether every thread of `pid` is stopped (state T), from /proc; true where /proc cannot tell. */
+function allThreadsStopped(pid: number): boolean {
+  try {
+    return readdirSync(`/proc/${pid}/task`).every((tid) => {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      // The state follows the command name, which is in parentheses and may hold spaces.
+      return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "T";
+    });
+  } catch {
+    return true;
   }
 }
