@@ -47,10 +47,10 @@
 //
 // Waiting costs one listing, made by the join's own transaction: a member
 // remembers the members older than itself (no member can become older later;
-// of a long line, its two ends), watches the one just before it (etcd's recipe) and the leader, and
-// when either goes it watches the next one it remembers from the revision it
-// last saw it at: a change of leader costs each follower one watch request, no
-// read, until an end it listed runs out. (A read sorted by create revision
+// of a long line, its two ends), watches the one just before it (etcd's
+// recipe) and the leader, and when either goes it watches the next one it
+// remembers from the revision it last saw it at: a change of leader costs
+// each follower one watch request, no read, until an end it listed runs out. (A read sorted by create revision
 // makes etcd 3.4 collect and sort every key under the prefix, whatever the
 // limit.) It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or

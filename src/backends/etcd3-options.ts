@@ -21,9 +21,9 @@
 //   seconds could rejoin only once it half-opened, 0.6 s after the heal at
 //   best. Counted by bursts, it rejoins 0.1 to 0.25 s after it.
 //
-// And one of etcd3's ways costs time and memory: a gRPC channel for each etcd
-// service a client calls. The services of a client made with these options
-// share one (etcd3-shared-channel.ts).
+// A fourth, like channelz, only costs time and memory: a gRPC channel for
+// each etcd service a client calls. The services of a client made with these
+// options share one (etcd3-shared-channel.ts).
 //
 // The breaker comes from cockatiel, which etcd3 depends on, and the channel
 // from grpc-js, which it also depends on. Both are loaded from where etcd3
