@@ -221,6 +221,35 @@ describe("etcd v3 backend", () => {
     for (const follower of [c!, d!]) assert.deepEqual(leaderNames(follower), ["a", "b", "b-renamed"]);
   });
 
+  it("a member seen going while others led is passed over when its turn to lead comes, never named", limit, async () => {
+    // d watches the leader and the members behind it in one range of keys,
+    // so it sees b go while a still leads.
+    const key = uniqueKey("passed-over");
+    const [a, b, c, d] = await joinInOrder(key, ["a", "b", "c", "d"]);
+    await waitFor(() => [b!, c!, d!].every((m) => leaderNames(m).length === 1), "followers to know a");
+    const [, bKey] = await line(key);
+    assert.equal(bKey!.name, "b");
+    await client.delete().key(bKey!.key).exec();
+    // b takes a new membership, at the back of the line.
+    await waitFor(async () => (await line(key)).at(-1)?.name === "b", "b to join again");
+    await a!.election.leave();
+    await waitFor(() => c!.election.isLeader() && leaderNames(d!).at(-1) === "c", "c to lead, named by d");
+    assert.deepEqual(leaderNames(d!), ["a", "c"]);
+    assert.deepEqual(eventsOf(d!, "error"), []);
+  });
+
+  it("a member renamed in place before it leads is named by its new name when it comes to lead", limit, async () => {
+    const key = uniqueKey("renamed-before-leading");
+    const [a, , c, d] = await joinInOrder(key, ["a", "b", "c", "d"]);
+    await waitFor(() => [c!, d!].every((m) => leaderNames(m).length === 1), "followers to know a");
+    const [, bKey] = await line(key);
+    await client.put(bKey!.key).value("b-renamed").ignoreLease().exec();
+    await sleep(200);
+    await a!.election.leave();
+    await waitFor(() => [c!, d!].every((m) => leaderNames(m).at(-1) === "b-renamed"), "c and d to name b by its new name");
+    for (const follower of [c!, d!]) assert.deepEqual(leaderNames(follower), ["a", "b-renamed"]);
+  });
+
   describe("a line longer than its two listed ends", () => {
     // Long enough that the line, listed again after the front ran out, still has a gap.
     const LONG = 3 * LINE_END_MEMBERS + 6;
@@ -490,7 +519,7 @@ describe("etcd v3 backend", () => {
       await Promise.all(backends.splice(0).map(({ backend, membership }) => backend.leave(membership, timeout())));
     });
 
-    it("a follower whose next leader's history etcd has compacted reads that member once and goes on following it", limit, async () => {
+    it("a follower goes on naming each leader in turn after etcd compacted the history since its listing", limit, async () => {
       const key = uniqueKey("turn-compacted");
       const [a, b, c, d] = [await joined(key, "a"), await joined(key, "b"), await joined(key, "c"), await joined(key, "d")];
       // TTL 2 s and nothing else renews these leases.
@@ -516,6 +545,48 @@ describe("etcd v3 backend", () => {
         assert.deepEqual(named, ["a", "b", "c"]);
       } finally {
         clearInterval(renewing);
+      }
+    });
+
+    it("a leader whose lease another etcd member granted is watched on its own; with that history compacted, the line is listed again", limit, async () => {
+      // etcd puts the granting member's ID in a lease ID's top 16 bits: x's
+      // key, from a lease with an ID of another shape, sorts away from the
+      // others, outside the range d watches the leader and its heirs in.
+      const key = uniqueKey("other-etcd-member");
+      const a = await joined(key, "a");
+      const xLease = "0x10000000000001";
+      await client.leaseClient.leaseGrant({ TTL: 30, ID: xLease });
+      const xKey = `${key}/${BigInt(xLease).toString(16)}`;
+      await client.put(xKey).value("x").lease(xLease).exec();
+      const [c, d] = [await joined(key, "c"), await joined(key, "d")];
+      const renewing = setInterval(() => {
+        for (const m of [a, c, d]) m.backend.renew(m.membership, timeout()).catch(() => undefined);
+      }, 500);
+      try {
+        const named: Array<string | undefined> = [];
+        const turn = d.backend.awaitTurn(d.claim, (leader) => void named.push(leader?.name), AbortSignal.timeout(15_000));
+        await waitFor(() => named.length > 0, "d to name a leader", 5_000);
+        assert.deepEqual(named, ["a"]);
+        await client.put(`${key}-other`).value("x").exec();
+        const { header } = await client.put(`${key}-other`).value("y").exec();
+        await etcdctlRun(["compact", header.revision]);
+        await client.delete().key(`${key}-other`).exec();
+        const reads = async () => (await etcdMetrics(cluster.clientUrls[0]!))(/^grpc_server_handled_total\{.*grpc_method="Range"/);
+        const readsBefore = await reads();
+        await a.backend.leave(a.membership, timeout());
+        await waitFor(() => named.at(-1) === "x", "d to name x", 5_000);
+        await sleep(200);
+        // The watch of x from d's listing is refused: d lists the line again (one read), and names x once.
+        const listings = (await reads()) - readsBefore;
+        assert.ok(listings >= 1 && listings <= 2, `reads after a left: ${listings}`);
+        await client.leaseClient.leaseRevoke({ ID: xLease });
+        await waitFor(() => named.at(-1) === "c", "d to name c", 5_000);
+        await c.backend.leave(c.membership, timeout());
+        await turn;
+        assert.deepEqual(named, ["a", "x", "c"]);
+      } finally {
+        clearInterval(renewing);
+        await client.leaseClient.leaseRevoke({ ID: xLease }).catch(() => undefined);
       }
     });
 

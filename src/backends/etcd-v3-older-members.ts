@@ -85,7 +85,22 @@ export class OlderMembers {
   /** The member at that end, or undefined when none is known there. */
   at(end: LineEnd): ListedMember | undefined {
     if (this.size === 0 || this.exhausted) return undefined;
-    const i = end === "oldest" ? this.first : this.end - 1;
+    return this.member(end === "oldest" ? this.first : this.end - 1);
+  }
+
+  /**
+   * The members still in line at the oldest end, oldest first, at most
+   * `limit`: those before the gap, or without one every member.
+   */
+  oldestEnd(limit: number): ListedMember[] {
+    if (this.exhausted) return [];
+    const stop = Math.min(this.gapAt ?? this.end, this.end, this.first + limit);
+    const members: ListedMember[] = [];
+    for (let i = this.first; i < stop; i++) members.push(this.member(i));
+    return members;
+  }
+
+  private member(i: number): ListedMember {
     const base = i * STRIDE;
     const [createRevision, high, low] = this.entries.slice(base, base + STRIDE) as [number, number, number];
     const hex = high > 0 ? high.toString(16) + low.toString(16).padStart(LOW_DIGITS, "0") : low.toString(16);

@@ -217,7 +217,14 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     return joined;
   }
 
-  private async untilFirstInLine(membership: V3Membership, onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+  private async untilFirstInLine(membership: V3Membership, onLeaderChange: LeaderListener, signal: AbortSignal): Promise<void> {
+    // A listing made again may find the leader last named: not a change.
+    let named: Leader | undefined;
+    const onLeader: LeaderListener = (leader) => {
+      if (named && leader && named.token === leader.token && named.name === leader.name) return;
+      named = leader;
+      onLeaderChange(leader);
+    };
     for (;;) {
       const { ours, ahead, revision } = await this.placeInLine(membership, signal);
       if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
@@ -225,7 +232,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       if (!ahead) return;
       onLeader(leaderOf(ahead.leader));
       if ((await this.waitForOlderMembers(membership, ahead, onLeader, signal)) === "first") return;
-      log.v3("%s: every member listed at one end of the line has gone, listing it again", membership.id);
+      log.v3("%s: listing the line again", membership.id);
     }
   }
 
@@ -348,13 +355,20 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
    * over; their joins are not even sent, as the watch takes deletions only
    * unless the predecessor leads (whose puts are its Proclaims).
    *
-   * When a watched member goes, the next one in `older` takes its place and
+   * The leader is followed by a second watch, over the range of keys from the
+   * first to the last of the oldest members listed whose lease IDs come from
+   * the same etcd member as the leader's (frontRange): when the leader goes,
+   * its successor is most often in that range already, and the follower names
+   * it without sending anything. Only a leader outside the range, or the
+   * predecessor taking its place, costs a watch request or two.
+   *
+   * When the predecessor goes, the next one in `older` takes its place and
    * is watched from the revision it was last seen at, without a read: a
    * watch from a past revision replays what happened since, so a member
    * that went meanwhile is reported gone at once and the one after it is
-   * watched. A change of leader thus costs each follower one watch request.
-   * Only where etcd has compacted that history (it cancels the watch) do
-   * point reads say whether the members are still there.
+   * watched. Where etcd has compacted that history (it cancels the watch),
+   * point reads say whether our key and the predecessor are still there; the
+   * leader's watch, cancelled so, lists the line again.
    */
   private async waitForOlderMembers(
     membership: V3Membership,
@@ -365,10 +379,14 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const { older } = ahead;
     const watches = new Watches<"line" | "leader">(this.client, signal);
     let { predecessor, leader } = ahead;
-    /** The member the "leader" watch follows: none while the leader is the predecessor. */
-    let leaderWatched: Member | undefined;
+    /** The keys the "leader" watch covers: none while the leader is the predecessor. */
+    let leaderRange: KeyRange | undefined;
     /** Whether the "line" watch reports puts: only while the predecessor leads. */
     let lineSeesPuts = false;
+    /** Older members the "leader" watch saw go that are not at the oldest end yet (create revisions). */
+    const gone = new Set<number>();
+    /** Names changed in place (a put) of older members not leading yet, by create revision. */
+    const renamed = new Map<number, string>();
     const watchLine = () => {
       const [start, end] = [predecessor.key, membership.id].sort() as [string, string];
       const from = Math.min(predecessor.seenAt, membership.knownAliveAt) + 1;
@@ -379,46 +397,83 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       lineSeesPuts = predecessor === leader;
       watches.add("line", { range: { start, end: `${end}\0` }, reportCancel: true, deletesOnly: !lineSeesPuts }, from);
     };
+    /** Whether the "leader" watch must be (re)armed before the next event. */
+    const leaderRangeMisses = () =>
+      leader !== predecessor && !(leaderRange && leader.key >= leaderRange.start && leader.key <= leaderRange.end);
     const watchLeader = () => {
       if (leader === predecessor) {
-        if (leaderWatched) watches.remove("leader");
-        leaderWatched = undefined;
-      } else if (leaderWatched !== leader) {
-        watches.add("leader", { key: leader.key, reportCancel: true }, leader.seenAt + 1);
-        leaderWatched = leader;
+        if (leaderRange) watches.remove("leader");
+        leaderRange = undefined;
+      } else if (leaderRangeMisses()) {
+        leaderRange = frontRange(this.prefix, leader, older.oldestEnd(LINE_END_MEMBERS + 1));
+        // Every member in it was last seen at the listing (the leader perhaps
+        // later): from there, whatever happened to any of them since is replayed.
+        const range = { start: leaderRange.start, end: `${leaderRange.end}\0` };
+        watches.add("leader", { range, reportCancel: true }, older.listedAt + 1);
       }
     };
+    const goneInQueue = (key: string) => watches.queued().some((e) => e.type === "delete" && e.kv.key.toString() === key);
     try {
       watchLine();
       watchLeader();
       for (;;) {
         const event = await watches.next();
-        const member = event.watch === "line" ? predecessor : leader;
-        if (event.type === "cancelled") {
-          // etcd has compacted the history from where we last saw them.
-          log.v3("%s: %s", member.key, event.error.message);
-          if (event.watch === "line") await this.confirmAlive(membership, signal);
-          if (await this.stillThere(member, signal)) {
-            if (event.watch === "line") watchLine();
-            else watches.add("leader", { key: leader.key, reportCancel: true }, leader.seenAt + 1);
-            continue;
+        let departed: Member;
+        if (event.watch === "leader") {
+          if (event.type === "cancelled") {
+            // etcd has compacted the history since the listing.
+            log.v3("%s: %s", leader.key, event.error.message);
+            return "list again";
           }
-        } else {
           const key = event.kv.key.toString();
-          if (key === membership.id) {
-            if (event.type === "delete") throw new MembershipLostError(`membership ${membership.id} was deleted while waiting`);
-            continue;
-          }
-          if (key !== member.key) continue; // another member's key inside the range
-          if (event.type === "put" && Number(event.kv.create_revision) !== member.createRevision) continue; // a later key of that name
+          const listed = key === leader.key ? leader : older.oldestEnd(LINE_END_MEMBERS + 1).find((m) => m.key === key);
+          if (!listed || key === membership.id) continue; // not a member we follow here
           if (event.type === "put") {
+            if (Number(event.kv.create_revision) !== listed.createRevision) continue; // a later key of that name
             // etcd's Proclaim: a member changed its value in place.
-            member.name = event.kv.value.toString();
-            member.seenAt = Number(event.kv.mod_revision);
-            if (member === leader) onLeader(leaderOf(leader));
+            const name = event.kv.value.toString();
+            if (listed !== leader) {
+              renamed.set(listed.createRevision, name);
+              if (listed.createRevision === predecessor.createRevision) predecessor.name = name;
+            } else if (name !== leader.name) {
+              leader.name = name;
+              leader.seenAt = Number(event.kv.mod_revision);
+              onLeader(leaderOf(leader));
+            }
             continue;
           }
-          if (event.watch === "line") {
+          if (listed !== leader) {
+            // Named later, when it reaches the oldest end; the predecessor is
+            // only ever taken off by its own watch, which proves our key outlived it.
+            gone.add(listed.createRevision);
+            continue;
+          }
+          departed = leader;
+        } else {
+          const member = predecessor;
+          if (event.type === "cancelled") {
+            // etcd has compacted the history from where we last saw them.
+            log.v3("%s: %s", member.key, event.error.message);
+            await this.confirmAlive(membership, signal);
+            if (await this.stillThere(member, signal)) {
+              watchLine();
+              continue;
+            }
+          } else {
+            const key = event.kv.key.toString();
+            if (key === membership.id) {
+              if (event.type === "delete") throw new MembershipLostError(`membership ${membership.id} was deleted while waiting`);
+              continue;
+            }
+            if (key !== member.key) continue; // another member's key inside the range
+            if (event.type === "put" && Number(event.kv.create_revision) !== member.createRevision) continue; // a later key of that name
+            if (event.type === "put") {
+              // etcd's Proclaim, while the predecessor leads.
+              member.name = event.kv.value.toString();
+              member.seenAt = Number(event.kv.mod_revision);
+              if (member === leader) onLeader(leaderOf(leader));
+              continue;
+            }
             // Whatever etcd sent with this deletion (the same revision's events) is queued already.
             const oursGoneToo = watches
               .queued()
@@ -426,22 +481,34 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
             if (oursGoneToo) throw new MembershipLostError(`membership ${membership.id} was deleted with the member before it`);
             membership.knownAliveAt = Math.max(membership.knownAliveAt, Number(event.kv.mod_revision));
           }
+          departed = member;
         }
-        if (!older.remove(member.createRevision)) continue;
+        if (!older.remove(departed.createRevision)) continue;
+        // Members seen going while they were not the oldest go with it, short
+        // of the newest: that one leaves by its own watch, the proof that our
+        // key outlived it.
+        for (;;) {
+          const next = older.at("oldest");
+          if (!next || next.createRevision === older.at("newest")!.createRevision || !gone.delete(next.createRevision)) break;
+          older.remove(next.createRevision);
+        }
         if (older.isEmpty) return "first";
         if (older.exhausted) return "list again";
         const newest = older.at("newest")!;
         if (newest.createRevision !== predecessor.createRevision) {
-          predecessor = newest.createRevision === leader.createRevision ? leader : fromLine(newest, older.listedAt);
+          predecessor = newest.createRevision === leader.createRevision ? leader : this.fromLine(newest, older, renamed);
           watchLine();
         }
         const oldest = older.at("oldest")!;
         if (oldest.createRevision !== leader.createRevision) {
-          leader = oldest.createRevision === predecessor.createRevision ? predecessor : fromLine(oldest, older.listedAt);
-          onLeader(leaderOf(leader));
-          // Named at once; the watch on the new leader can wait its turn (turns.ts).
-          await nextTurn();
-          signal.throwIfAborted();
+          leader = oldest.createRevision === predecessor.createRevision ? predecessor : this.fromLine(oldest, older, renamed);
+          // A leader known to be gone already is not named: its deletion is on its way.
+          if (!gone.has(leader.createRevision) && !goneInQueue(leader.key)) onLeader(leaderOf(leader));
+          if (leaderRangeMisses()) {
+            // Named at once; the watch on the new leader can wait its turn (turns.ts).
+            await nextTurn();
+            signal.throwIfAborted();
+          }
         }
         if (leader === predecessor && !lineSeesPuts) watchLine();
         watchLeader();
@@ -449,6 +516,14 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     } finally {
       watches.close();
     }
+  }
+
+  /** A member of `older` as the listing saw it, under the name it has since taken if it took one. */
+  private fromLine(listed: ListedMember, older: OlderMembers, renamed: Map<number, string>): Member {
+    const member = fromLine(listed, older.listedAt);
+    const name = renamed.get(member.createRevision);
+    if (name !== undefined) member.name = name;
+    return member;
   }
 
   /** One point read: whether `member` still exists (and since when it is known to), its name refreshed. */
@@ -591,6 +666,39 @@ function leaseHex(leaseId: string): string {
  */
 function isLeaseHex(suffix: string): boolean {
   return /^(?:[1-9a-f][0-9a-f]{0,14}|[1-7][0-9a-f]{15})$/.test(suffix);
+}
+
+/** Keys from `start` to `end`, both included. */
+interface KeyRange {
+  start: string;
+  end: string;
+}
+
+/**
+ * The keys from the first to the last of `front` (the oldest members, the
+ * leader first) whose lease IDs came from the etcd member that granted the
+ * leader's. etcd makes a lease ID of the granting member's ID, in its top 16
+ * bits, and a count that only grows (pkg/idutil), so these keys sort as the
+ * leases were granted, about as their members joined: the range holds the
+ * oldest members and rarely any other key. Leases from other etcd members
+ * sort elsewhere, and a range stretched over them would take in the keys of
+ * most members that join later.
+ */
+function frontRange(prefix: string, leader: Member, front: readonly ListedMember[]): KeyRange {
+  const source = leaseSource(leader.key.slice(prefix.length));
+  let start = leader.key;
+  let end = leader.key;
+  for (const { key } of front) {
+    if (leaseSource(key.slice(prefix.length)) !== source) continue;
+    if (key < start) start = key;
+    else if (key > end) end = key;
+  }
+  return { start, end };
+}
+
+/** What tells apart the lease IDs of different etcd members in leaseHex's form: length and all but the last 48 bits. */
+function leaseSource(hex: string): string {
+  return `${hex.length}:${hex.slice(0, -12)}`;
 }
 
 /** A member as the leader it is: its name and its fencing token. */
