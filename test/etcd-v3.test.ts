@@ -332,6 +332,41 @@ describe("etcd v3 backend", () => {
       assert.deepEqual(eventsOf(last, "error"), []);
       assert.equal(eventsOf(last, "elected").length, 1);
     });
+
+    it("a follower reads the oldest end again before it runs out: one read of that end, and each leader named in turn", { timeout: 60_000 }, async (t) => {
+      // The least random draw: the follower reads again with one member left at that end.
+      t.mock.method(Math, "random", () => 0);
+      const key = uniqueKey("long-line-refill");
+      const members = await joinInOrder(key, names);
+      const { client: counted, reads } = countingClient();
+      const last = startMember("last", key, { via: counted });
+      await waitFor(() => leaderNames(last).includes("m0"), "the last member to name m0");
+      assert.equal(reads().calls, 2, "the join's reads of both ends");
+      for (let i = 0; i <= LINE_END_MEMBERS + 1; i++) {
+        await members[i]!.election.leave();
+        await waitFor(() => leaderNames(last).at(-1) === `m${i + 1}`, `the last member to name m${i + 1}`);
+      }
+      const { calls, keys } = reads();
+      assert.equal(calls, 3, "one more read, of the oldest end");
+      assert.ok(keys <= 3 * (LINE_END_MEMBERS + 1), `${keys} keys read`);
+      assert.deepEqual(leaderNames(last), names.slice(0, LINE_END_MEMBERS + 3));
+    });
+
+    it("a member that left the newest end before the oldest end was read again is passed over, and the follower leads last", { timeout: 60_000 }, async (t) => {
+      t.mock.method(Math, "random", () => 0);
+      const key = uniqueKey("long-line-refill-newest");
+      const members = await joinInOrder(key, names);
+      const last = startMember("last", key);
+      await waitFor(() => leaderNames(last).includes("m0"), "the last member to name m0");
+      // Not the member just before "last": nobody tells it of this one until its turn to be watched.
+      await members[LONG - 2]!.election.leave();
+      for (let i = 0; i < LINE_END_MEMBERS; i++) await members[i]!.election.leave();
+      await waitFor(() => leaderNames(last).at(-1) === `m${LINE_END_MEMBERS}`, "the last member to name the leader after the oldest end was read again");
+      await members[LONG - 1]!.election.leave();
+      for (const member of members.slice(LINE_END_MEMBERS, LONG - 2)) await member.election.leave();
+      await waitFor(() => last.election.isLeader(), "the last member to lead", 10_000);
+      assert.deepEqual(eventsOf(last, "error"), []);
+    });
   });
 
   it("works through an etcd3 namespace, whose prefix comes before the election key", limit, async () => {

@@ -157,6 +157,38 @@ describe("the line a v3 follower remembers", () => {
     assert.equal(whole.isEmpty, true);
   });
 
+  it("takes a later listing of its oldest end, and keeps the newest end and the revision it was listed at", () => {
+    // members[0..3) the oldest, members[3..8) the newest before ours.
+    const line = new V3OlderMembers(prefix, members, 500, 3);
+    assert.equal(line.oldestEndSize, 3);
+    assert.equal(line.newestEndStart, 103);
+    line.remove(100);
+    line.remove(101);
+    assert.equal(line.oldestEndSize, 1);
+    const later = [
+      members[2]!,
+      { key: `${prefix}abc`, name: "between-1", createRevision: 102.5 },
+      { key: `${prefix}abd`, name: "between-2", createRevision: 102.7 },
+    ];
+    // A full listing: more may stand between it and the newest end.
+    const refilled = line.withOldestEnd(later, true)!;
+    assert.equal(refilled.listedAt, 500);
+    assert.equal(refilled.oldestEndSize, 3);
+    assert.deepEqual(refilled.oldestEnd(10), later);
+    assert.deepEqual(refilled.at("newest"), members[7]);
+    for (const m of later) refilled.remove(m.createRevision);
+    assert.equal(refilled.exhausted, true);
+    // A listing that reached the newest end: the line is whole again, no gap.
+    const whole = line.withOldestEnd(later, false)!;
+    assert.equal(whole.oldestEndSize, undefined);
+    assert.deepEqual(whole.oldestEnd(20), [...later, ...members.slice(3)]);
+    assert.equal(whole.withOldestEnd(later, true), undefined, "no gap to fill");
+    // A full listing of nothing but keys of no member cannot stand for the oldest end.
+    assert.equal(line.withOldestEnd([], true), undefined);
+    // One that found no member and reached the newest end leaves that end alone.
+    assert.deepEqual(line.withOldestEnd([], false)!.at("oldest"), members[3]);
+  });
+
   it("refuses a gap that leaves an end empty", () => {
     assert.throws(() => new V3OlderMembers(prefix, members, 500, 0), RangeError);
     assert.throws(() => new V3OlderMembers(prefix, members, 500, members.length), RangeError);

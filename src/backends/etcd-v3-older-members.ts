@@ -8,8 +8,9 @@
 //
 // A long line is listed as its two ends only, the oldest members and the
 // newest before ours, with a gap between them that nobody here knows: only
-// the ends are ever watched. Once either end has no member left before the
-// gap, the line is `exhausted` and must be listed again.
+// the ends are ever watched. The oldest end can be read again on its own
+// before it runs out (withOldestEnd); once either end has no member left
+// before the gap, the line is `exhausted` and must be listed again.
 //
 // A member's key is `<prefix><lease ID in hex>` (isLeaseHex in etcd-v3.ts: at
 // most 16 digits, no leading zero). A lease ID is an int64, more than a double
@@ -80,6 +81,33 @@ export class OlderMembers {
   /** An end has no known member left before the gap: list the line again to go on. */
   get exhausted(): boolean {
     return this.gapAt !== undefined && (this.first === this.gapAt || this.end === this.gapAt);
+  }
+
+  /** How many members are known at the oldest end, before the gap; undefined without a gap. */
+  get oldestEndSize(): number | undefined {
+    return this.gapAt === undefined ? undefined : Math.max(0, this.gapAt - this.first);
+  }
+
+  /** The create revision of the first member past the gap; undefined without a gap or a member there. */
+  get newestEndStart(): number | undefined {
+    return this.gapAt === undefined || this.end === this.gapAt ? undefined : this.entries[this.gapAt * STRIDE];
+  }
+
+  /**
+   * The same line with its oldest end replaced by `front`, a later listing
+   * of the members from the oldest end on up to the newest end, oldest first:
+   * `full` if that listing stopped at its limit, so that more members may
+   * stand between it and the newest end. Undefined if there is no gap, or if
+   * a full listing found no member (nothing to stand for that end).
+   *
+   * Every member keeps `listedAt`, the earlier listing's revision: a watch
+   * from there replays whatever happened to them since either listing.
+   */
+  withOldestEnd(front: readonly ListedMember[], full: boolean): OlderMembers | undefined {
+    if (this.gapAt === undefined || this.end === this.gapAt || (full && front.length === 0)) return undefined;
+    const newest: ListedMember[] = [];
+    for (let i = this.gapAt; i < this.end; i++) newest.push(this.member(i));
+    return new OlderMembers(this.prefix, [...front, ...newest], this.listedAt, full ? front.length : undefined);
   }
 
   /** The member at that end, or undefined when none is known there. */

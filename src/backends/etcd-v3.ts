@@ -13,15 +13,16 @@
 //             it. None before it: we lead. If the line goes on past the limit,
 //             the same read newest first, for its other end. The first turn
 //             takes both from the join's transaction. Otherwise watch
-//             the member just before ours (etcd's recipe) and
-//             our own key, in one watch over the keys from one to the other
-//             (deletions only, unless the predecessor leads: other members'
-//             keys fall in that range), and the leader, from the read's
-//             revision on; when a watched member goes, watch the next one
-//             from the revision it was last seen at (reads only if etcd
-//             compacted that history). The last
-//             one's deletion, with no deletion of ours before or with it in
-//             that one watch, proves our key outlived it: we lead.
+//             the member just before ours (etcd's recipe) and our own key, in
+//             one watch over the keys from one to the other (deletions only,
+//             unless the predecessor leads: other members' keys fall in that
+//             range), and the leader with the oldest members after it, in one
+//             watch over the keys from the first of them to the last (see
+//             frontRange), from the read's revision on; when the predecessor
+//             goes, watch the next one from the revision it was last seen at
+//             (reads only if etcd compacted that history). The last one's
+//             deletion, with no deletion of ours before or with it in that
+//             one watch, proves our key outlived it: we lead.
 //   loss      the leader watches its own key for its deletion
 //   leave     LeaseRevoke, which deletes the key
 //   observe   Get(<key>/, oldest create revision first, limit 1), and if that
@@ -48,9 +49,12 @@
 // Waiting costs one listing, made by the join's own transaction: a member
 // remembers the members older than itself (no member can become older later;
 // of a long line, its two ends), watches the one just before it (etcd's
-// recipe) and the leader, and when either goes it watches the next one it
-// remembers from the revision it last saw it at: a change of leader costs
-// each follower one watch request, no read, until an end it listed runs out. (A read sorted by create revision
+// recipe) and the oldest ones, and when the one before it goes it watches
+// the next one it remembers from the revision it last saw it at. A change of
+// leader costs a follower nothing, most often: the new leader's key is in the
+// range it watches already. When 1 to 4 members are left at the oldest end it
+// listed (drawn at random, so that followers do not all read at the same
+// change), it reads that end again, once. (A read sorted by create revision
 // makes etcd 3.4 collect and sort every key under the prefix, whatever the
 // limit.) It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
@@ -114,11 +118,15 @@ interface MembersAhead {
 }
 
 /**
- * Members listed at each end of a long line (etcd-v3-older-members.ts). A
- * follower lists the line again only after this many members at one end have
- * gone: past this many changes of leader, or of the member just before it.
+ * Members listed at each end of a long line (etcd-v3-older-members.ts), one
+ * more at the oldest end. A follower reads the oldest end again before it runs
+ * out (REFILL_SPREAD), and lists the whole line again once this many members
+ * just before it have gone.
  */
 export const LINE_END_MEMBERS = 8;
+
+/** A follower reads the oldest end of a long line again once 1 to this many of its members are left there. */
+const REFILL_SPREAD = 4;
 
 export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   readonly description: string;
@@ -376,7 +384,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     onLeader: LeaderListener,
     signal: AbortSignal,
   ): Promise<"first" | "list again"> {
-    const { older } = ahead;
+    let { older } = ahead;
+    // Down to this many members at the oldest end of a long line, the
+    // follower reads that end again, before it runs out. Drawn at random, so
+    // that the followers that listed the line together read it again over
+    // several changes of leader, not all at the same one.
+    const refillAt = 1 + Math.floor(Math.random() * REFILL_SPREAD);
     const watches = new Watches<"line" | "leader">(this.client, signal);
     let { predecessor, leader } = ahead;
     /** The keys the "leader" watch covers: none while the leader is the predecessor. */
@@ -413,6 +426,30 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       }
     };
     const goneInQueue = (key: string) => watches.queued().some((e) => e.type === "delete" && e.kv.key.toString() === key);
+    /** The members at the ends of `older` become the predecessor and the leader, named and watched. */
+    const takeNextInLine = async (): Promise<"first" | "list again" | undefined> => {
+      if (older.isEmpty) return "first";
+      if (older.exhausted) return "list again";
+      const newest = older.at("newest")!;
+      if (newest.createRevision !== predecessor.createRevision) {
+        predecessor = newest.createRevision === leader.createRevision ? leader : this.fromLine(newest, older, renamed);
+        watchLine();
+      }
+      const oldest = older.at("oldest")!;
+      if (oldest.createRevision !== leader.createRevision) {
+        leader = oldest.createRevision === predecessor.createRevision ? predecessor : this.fromLine(oldest, older, renamed);
+        // A leader known to be gone already is not named: its deletion is on its way.
+        if (!gone.has(leader.createRevision) && !goneInQueue(leader.key)) onLeader(leaderOf(leader));
+        if (leaderRangeMisses()) {
+          // Named at once; the watch on the new leader can wait its turn (turns.ts).
+          await nextTurn();
+          signal.throwIfAborted();
+        }
+      }
+      if (leader === predecessor && !lineSeesPuts) watchLine();
+      watchLeader();
+      return undefined;
+    };
     try {
       watchLine();
       watchLeader();
@@ -492,30 +529,37 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
           if (!next || next.createRevision === older.at("newest")!.createRevision || !gone.delete(next.createRevision)) break;
           older.remove(next.createRevision);
         }
-        if (older.isEmpty) return "first";
-        if (older.exhausted) return "list again";
-        const newest = older.at("newest")!;
-        if (newest.createRevision !== predecessor.createRevision) {
-          predecessor = newest.createRevision === leader.createRevision ? leader : this.fromLine(newest, older, renamed);
-          watchLine();
+        let outcome = await takeNextInLine();
+        if (outcome) return outcome;
+        const known = older.oldestEndSize;
+        if (known !== undefined && known <= refillAt) {
+          const refilled = await this.readOldestEnd(older, signal);
+          if (!refilled) return "list again";
+          older = refilled;
+          leaderRange = undefined; // to take in the members just read
+          outcome = await takeNextInLine();
+          if (outcome) return outcome;
         }
-        const oldest = older.at("oldest")!;
-        if (oldest.createRevision !== leader.createRevision) {
-          leader = oldest.createRevision === predecessor.createRevision ? predecessor : this.fromLine(oldest, older, renamed);
-          // A leader known to be gone already is not named: its deletion is on its way.
-          if (!gone.has(leader.createRevision) && !goneInQueue(leader.key)) onLeader(leaderOf(leader));
-          if (leaderRangeMisses()) {
-            // Named at once; the watch on the new leader can wait its turn (turns.ts).
-            await nextTurn();
-            signal.throwIfAborted();
-          }
-        }
-        if (leader === predecessor && !lineSeesPuts) watchLine();
-        watchLeader();
       }
     } finally {
       watches.close();
     }
+  }
+
+  /**
+   * `older` with its oldest end read again: the members from the oldest one
+   * known on, up to the newest end, by one read. Undefined when that end
+   * cannot be told from the read (etcd-v3-older-members.ts): list it all again.
+   */
+  private async readOldestEnd(older: OlderMembers, signal: AbortSignal): Promise<OlderMembers | undefined> {
+    const from = older.at("oldest");
+    const to = older.newestEndStart;
+    if (!from || to === undefined) return undefined;
+    const request = this.lineEnd("Ascend", LINE_END_MEMBERS + 1)
+      .minCreateRevision(from.createRevision)
+      .maxCreateRevision(to - 1);
+    const { members, full } = this.membersOf(await this.call("read the line's oldest end", request.exec(), signal), LINE_END_MEMBERS + 1);
+    return older.withOldestEnd(members, full);
   }
 
   /** A member of `older` as the listing saw it, under the name it has since taken if it took one. */
