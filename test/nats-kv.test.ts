@@ -152,6 +152,41 @@ describe("NATS KV elections (nats-server 2.9)", () => {
     for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i]! > tokens[i - 1]!, `tokens ${tokens.join(", ")} must grow`);
   });
 
+  it("a follower names the member that won as soon as its write shows on the watch, before the answer to its own create", async () => {
+    const kv = await freshBucket();
+    const a = await member(kv, "a");
+    await oneLeader([a]);
+    // b's creates go out 300 ms late, so that c wins, and their answers reach b a second after they came.
+    let answerHandedAt = Infinity;
+    const slow = new Proxy(kv, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (property !== "create" && property !== "update") return typeof value === "function" ? value.bind(target) : value;
+        return async (...args: unknown[]) => {
+          await sleep(300);
+          const outcome = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args).then(
+            (v) => ({ v }),
+            (e: unknown) => ({ e }),
+          );
+          await sleep(1_000);
+          answerHandedAt = performance.now();
+          if ("e" in outcome) throw outcome.e;
+          return outcome.v;
+        };
+      },
+    });
+    const b = await member(slow, "b");
+    const c = await member(kv, "c");
+    for (const follower of [b, c]) {
+      await waitFor(`${follower.name} to name a`, BOUND_MS, () => follower.events.some((e) => e.type === "leader" && e.value === "a"));
+    }
+    await a.election.leave();
+    assert.equal(await oneLeader([b, c], "c to lead"), c);
+    const named = await waitFor("b to name c", BOUND_MS, () => b.events.find((e) => e.type === "leader" && e.value === "c"));
+    await waitFor("b's create to be answered", BOUND_MS, () => answerHandedAt < Infinity);
+    assert.ok(named.at < answerHandedAt, "b named c only once its own create was answered");
+  });
+
   it("followers take over a key nobody renews (a crashed holder) once it ages out: no event tells them, the arrival of its last write does", async (t) => {
     const kv = await freshBucket();
     const crashed = new ForeignMember(kv, "crashed");

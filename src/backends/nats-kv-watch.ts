@@ -8,6 +8,7 @@ import { keyState, type KeyState, type NatsKvBucket, type NatsKvWatch } from "./
 
 export class KeyWatch {
   private readonly queue: KeyState[] = [];
+  private peeker: ((entry: KeyState) => void) | undefined;
   /** Why the watch ended by itself (the connection closed, the consumer went). */
   private ended: Error | undefined;
   private wake: (() => void) | undefined;
@@ -66,6 +67,17 @@ export class KeyWatch {
     return newest && newest.revision >= atLeast ? newest : undefined;
   }
 
+  /**
+   * Shows `listener` each entry as it arrives, until the returned function is
+   * called; the entries stay queued for next() and newest(). One at a time.
+   */
+  peek(listener: (entry: KeyState) => void): () => void {
+    this.peeker = listener;
+    return () => {
+      if (this.peeker === listener) this.peeker = undefined;
+    };
+  }
+
   close(): void {
     this.closed = true;
     stopWatch(this.iterator);
@@ -74,7 +86,9 @@ export class KeyWatch {
   private async pump(): Promise<void> {
     try {
       for await (const entry of this.iterator) {
-        this.queue.push(keyState(entry));
+        const state = keyState(entry);
+        this.queue.push(state);
+        this.peeker?.(state);
         this.wake?.();
       }
       if (!this.closed) this.ended = new Error("the watch of the election key ended (connection closed?)");

@@ -8,7 +8,9 @@
 //   renew     update(key, name, our last revision), every refreshInterval
 //             (nats-kv-holder.ts). A failed revision check is a loss.
 //   follow    watch the key: a value names the leader; a delete or purge
-//             marker starts the next campaign at once.
+//             marker starts the next campaign at once, and the write that
+//             wins it names the new leader as it arrives on the watch, even
+//             while the answer to our own create is still on its way.
 //   expiry    silent on 2.9 (no marker, no watch event), so a follower counts
 //             from when it saw the holder's last write arrive: the server
 //             wrote it before then, so it is gone by (arrival + bucket TTL).
@@ -108,7 +110,20 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
       let overdue: { holder: Holder; checks: number } | undefined;
       for (;;) {
         if (!holder) {
-          const won = await this.tryCreate(ttlMs, marker, signal);
+          // Every follower sends its create at once; the one that won shows
+          // on the watch as soon as the server stored it, often before the
+          // answer to ours (one of a hundred in a large election): name its
+          // writer then. Our own create shows there too, before its answer:
+          // a write under our own name waits for that answer.
+          const stopPeeking = watch.peek((entry) => {
+            if (entry.name !== undefined && entry.name !== this.name) onLeader({ name: entry.name, token: entry.revision });
+          });
+          let won: Claim<NatsMembership> | number;
+          try {
+            won = await this.tryCreate(ttlMs, marker, signal);
+          } finally {
+            stopPeeking();
+          }
           if (typeof won === "object") return won;
           // The write that beat ours (revision `won`) is usually on the watch
           // already: the new leader is known without a read.
