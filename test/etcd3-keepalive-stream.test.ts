@@ -115,6 +115,34 @@ describe("v3 renewals on one keep-alive stream per client", () => {
     await waitFor(async () => (await keepAliveMetrics()).open === before.open, "the stream to close after the last member left");
   });
 
+  it("the stream opens after the grant, while the member joins and lists, and before its first renewal", limit, async () => {
+    const client = newClient();
+    const before = await keepAliveMetrics();
+    // TTL 40 s: the stream opens within 5 s of the grant; the first renewal comes 10 s after it at the soonest.
+    const member = startElection(client, uniqueKey("deferred"), "a", 40);
+    await waitFor(() => member.isLeader(), "the member to lead");
+    const renewedAt = member.lastRenewedAt;
+    assert.equal((await keepAliveMetrics()).started - before.started, 0, "no stream opened at the grant");
+    await waitFor(async () => (await keepAliveMetrics()).open - before.open === 1, "the stream to open", 7_000);
+    assert.equal(member.lastRenewedAt, renewedAt, "opened before any renewal");
+    assert.equal((await keepAliveMetrics()).received - before.received, 0, "and nothing sent on it yet");
+  });
+
+  it("a renewal due before the stream was to open opens it at once", limit, async () => {
+    const client = newClient();
+    const before = await keepAliveMetrics();
+    // TTL 40 s, but a renewal every 300 ms: the first comes long before the 5 s the opening waits for.
+    const member = etcdLeader(client, uniqueKey("early-renewal"), "a", 40, { refreshInterval: 300 });
+    elections.add(member);
+    member.start();
+    await waitFor(() => member.isLeader(), "the member to lead");
+    const renewedAt = member.lastRenewedAt!;
+    await waitFor(() => member.lastRenewedAt! > renewedAt + 500, "two renewals", 3_000);
+    const during = await keepAliveMetrics();
+    assert.equal(during.started - before.started, 1, "one stream, opened by the first renewal");
+    assert.ok(during.received - before.received >= 2, `renewals sent on it, got ${during.received - before.received}`);
+  });
+
   it("a stream torn down mid-way is re-opened and renewals resume, with no member losing its place", limit, async () => {
     const proxy = await newProxy();
     const client = newClient([proxy.hostPort]);

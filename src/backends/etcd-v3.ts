@@ -174,7 +174,10 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       log.v3("asked for a %d s lease, etcd granted %s s", this.ttlSeconds, lease.TTL);
     }
     const key = this.prefix + leaseHex(lease.ID);
-    this.keepAlive.retain(lease.ID);
+    // At the default refresh interval (half the TTL) the first renewal comes a
+    // quarter of the TTL after the grant at the soonest (renewal.ts); one that
+    // comes sooner opens the stream itself.
+    this.keepAlive.retain(lease.ID, (Number(lease.TTL) * 1000) / 8);
     try {
       // The same transaction reads both ends of the line, at the revision of
       // our put (a transaction's reads see its own writes): our key is the
@@ -451,6 +454,13 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       return undefined;
     };
     try {
+      // The listing named the leader; unless ours is next in line, the first
+      // watches can wait their turn too (from the listing's revision, they
+      // replay what came since).
+      if (predecessor !== leader) {
+        await nextTurn();
+        signal.throwIfAborted();
+      }
       watchLine();
       watchLeader();
       for (;;) {
