@@ -302,6 +302,12 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     };
     membership.onRenewed = armWitness;
     try {
+      // The listing named the leader; the first watch can wait its turn too
+      // (from where the listing saw the member, it replays what came since).
+      if (older.size > 1) {
+        await nextTurn();
+        signal.throwIfAborted();
+      }
       watchNext();
       armWitness();
       let turnAt = older.listedAt;
