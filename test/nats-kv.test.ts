@@ -82,6 +82,31 @@ async function oneLeader(members: Member[], what = "one leader"): Promise<Member
   return leader!;
 }
 
+type WatchIterator = AsyncIterable<{ operation: string }> & { stop(): void };
+
+/** A watch that holds each delete or purge marker back until the next write arrives, then yields both. */
+function markersWithTheNextWrite(iterator: WatchIterator): WatchIterator {
+  return {
+    stop: () => iterator.stop(),
+    // KeyWatch deletes the watch's consumer through it.
+    get _data() {
+      return (iterator as { _data?: unknown })._data;
+    },
+    async *[Symbol.asyncIterator]() {
+      let held: { operation: string } | undefined;
+      for await (const entry of iterator) {
+        if (entry.operation !== "PUT") {
+          held = entry;
+          continue;
+        }
+        if (held) yield held;
+        held = undefined;
+        yield entry;
+      }
+    },
+  } as WatchIterator;
+}
+
 /** A member written on the raw KV the way the Go implementation works: create, then update with its last revision, never a delete. */
 class ForeignMember {
   revision = 0;
@@ -185,6 +210,38 @@ describe("NATS KV elections (nats-server 2.9)", () => {
     const named = await waitFor("b to name c", BOUND_MS, () => b.events.find((e) => e.type === "leader" && e.value === "c"));
     await waitFor("b's create to be answered", BOUND_MS, () => answerHandedAt < Infinity);
     assert.ok(named.at < answerHandedAt, "b named c only once its own create was answered");
+  });
+
+  it("a follower whose turn to campaign comes after the winning write arrived follows it, and sends no create", async () => {
+    const kv = await freshBucket();
+    const a = await member(kv, "a");
+    await oneLeader([a]);
+    // b's watch hands over a delete marker only with the write after it, as
+    // when that write arrives while b waits for its turn among many followers.
+    let campaigns = 0;
+    const late = new Proxy(kv, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (property === "create" || property === "update") {
+          return (...args: unknown[]) => {
+            campaigns++;
+            return (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          };
+        }
+        if (property !== "watch") return typeof value === "function" ? value.bind(target) : value;
+        return async (...args: unknown[]) => markersWithTheNextWrite(await (value as (...a: unknown[]) => Promise<WatchIterator>).apply(target, args));
+      },
+    });
+    const b = await member(late, "b");
+    const c = await member(kv, "c");
+    for (const follower of [b, c]) {
+      await waitFor(`${follower.name} to name a`, BOUND_MS, () => follower.events.some((e) => e.type === "leader" && e.value === "a"));
+    }
+    const campaignsBefore = campaigns;
+    await a.election.leave();
+    assert.equal(await oneLeader([b, c], "c to lead"), c);
+    await waitFor("b to name c", BOUND_MS, () => b.events.find((e) => e.type === "leader" && e.value === "c"));
+    assert.equal(campaigns - campaignsBefore, 0, "b sent a create after the delete");
   });
 
   it("followers take over a key nobody renews (a crashed holder) once it ages out: no event tells them, the arrival of its last write does", async (t) => {

@@ -34,6 +34,7 @@
 import { untilAborted } from "../abort";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../backend";
 import { log } from "../log";
+import { nextTurn } from "../turns";
 import { KeyHolder, type NatsMembership } from "./nats-kv-holder";
 import { KeyWatch } from "./nats-kv-watch";
 import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats-kv-client";
@@ -156,6 +157,21 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           overdue = undefined;
           marker = entry.revision;
           onLeader(undefined);
+          // Every follower in a process saw the same marker: they campaign
+          // one per turn of the event loop (turns.ts), and the first one's
+          // create is on its way while the others wait. One whose turn
+          // comes after the winning write arrived follows it instead of
+          // sending a create that can only lose (a hundred of those in one
+          // process held the winner's answer back some 20 ms).
+          await nextTurn();
+          signal.throwIfAborted();
+          const since = watch.newest(entry.revision + 1);
+          if (since?.name !== undefined) {
+            holder = { name: since.name, token: since.revision, revision: since.revision, goneBy: since.seenAt + ttlMs };
+            onLeader({ name: holder.name, token: holder.token });
+          } else if (since) {
+            marker = since.revision;
+          }
           continue;
         }
         if (entry.name !== holder.name) {
