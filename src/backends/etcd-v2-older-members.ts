@@ -55,14 +55,14 @@ export class OlderMembers {
     members: ReadonlyArray<{ key: string; name: string; createdIndex: number; permanent?: boolean }>,
     readonly listedAt: number,
   ) {
-    const [leader, heir, ...rest] = members;
+    const [leader, heir] = members;
     this.leader = leader && { createdIndex: leader.createdIndex, name: leader.name };
     this.heirIndex = heir?.createdIndex;
-    this.behindHeir = heir ? encodeDifferences(heir.createdIndex, rest.map((m) => m.createdIndex)) : "";
-    this.leftBehindHeir = rest.length;
+    this.behindHeir = encodeDifferences(members);
+    this.leftBehindHeir = Math.max(0, members.length - 2);
     for (const member of members) {
       if (member.permanent) (this.permanentNames ??= new Map()).set(member.createdIndex, member.name);
-      if (member.key === this.inOrderKey(member.createdIndex)) continue;
+      if (this.isInOrderKey(member.key, member.createdIndex)) continue;
       this.unusualKeys ??= new Map();
       this.unusualKeys.set(member.createdIndex, member.key);
     }
@@ -136,17 +136,30 @@ export class OlderMembers {
   private inOrderKey(createdIndex: number): string {
     return `${this.dirPath}/${String(createdIndex).padStart(20, "0")}`;
   }
+
+  /** Whether `key` is inOrderKey(createdIndex), without making that key. */
+  private isInOrderKey(key: string, createdIndex: number): boolean {
+    const { dirPath } = this;
+    return (
+      key.length === dirPath.length + 21 &&
+      key.startsWith(dirPath) &&
+      key[dirPath.length] === "/" &&
+      Number(key.slice(dirPath.length + 1)) === createdIndex
+    );
+  }
 }
 
 /**
- * Each of `createdIndexes` (ascending, all after `from`) as its difference
- * from the one before, in base-128 varints (arithmetic, not bit operations:
- * an etcd index may pass 2^32), one character per byte.
+ * The createdIndex of each member behind the heir (the third on; ascending)
+ * as its difference from the one before, in base-128 varints (arithmetic,
+ * not bit operations: an etcd index may pass 2^32), one character per byte.
  */
-function encodeDifferences(from: number, createdIndexes: readonly number[]): string {
+function encodeDifferences(members: ReadonlyArray<{ createdIndex: number }>): string {
+  if (members.length < 3) return "";
   const bytes: number[] = [];
-  let previous = from;
-  for (const createdIndex of createdIndexes) {
+  let previous = members[1]!.createdIndex;
+  for (let i = 2; i < members.length; i++) {
+    const { createdIndex } = members[i]!;
     let difference = createdIndex - previous;
     previous = createdIndex;
     while (difference >= 128) {

@@ -467,11 +467,19 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     }
     const node = requireNode(response.body, "list");
     if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
-    const members = (node.nodes ?? [])
-      .filter((n) => isMembershipNode(n, this.dirPath))
-      .map((n) => ({ key: n.key, name: n.value!, createdIndex: n.createdIndex, permanent: n.ttl === undefined }))
-      .sort((a, b) => a.createdIndex - b.createdIndex);
-    const highestSeen = Math.max(node.modifiedIndex, ...members.map((m) => m.createdIndex));
+    // One pass: every member of a hundred started together lists the line.
+    const members: Member[] = [];
+    let highestSeen = node.modifiedIndex;
+    let inOrder = true;
+    for (const n of node.nodes ?? []) {
+      if (!isMembershipNode(n, this.dirPath)) continue;
+      const previous = members.at(-1);
+      if (previous && previous.createdIndex > n.createdIndex) inOrder = false;
+      if (n.createdIndex > highestSeen) highestSeen = n.createdIndex;
+      members.push({ key: n.key, name: n.value!, createdIndex: n.createdIndex, permanent: n.ttl === undefined });
+    }
+    // Sorted by key, in-order keys are in creation order; a key that only looks like one may not be.
+    if (!inOrder) members.sort((a, b) => a.createdIndex - b.createdIndex);
     return { members, etcdIndex: response.etcdIndex ?? highestSeen };
   }
 
@@ -720,9 +728,14 @@ function requireNode(body: V2Body, operation: string): V2Node {
 /** In-order keys directly under the election directory; anything else there is not a member. */
 function isMembershipNode(node: V2Node, dirPath: string): boolean {
   if (node.dir || typeof node.value !== "string") return false;
-  const prefix = `${dirPath}/`;
-  return node.key.startsWith(prefix) && /^\d{20}$/.test(node.key.slice(prefix.length));
+  const { key } = node;
+  if (key.length !== dirPath.length + 21 || !key.startsWith(dirPath) || key[dirPath.length] !== "/") return false;
+  TWENTY_DIGITS.lastIndex = dirPath.length + 1;
+  return TWENTY_DIGITS.test(key);
 }
+
+/** Twenty digits to the end, from `lastIndex` (sticky: no copy of the key's tail). */
+const TWENTY_DIGITS = /\d{20}$/y;
 
 /** A member as the leader it is: its name and its fencing token. */
 function leaderOf(member: Member | undefined): Leader | undefined {
