@@ -554,23 +554,40 @@ describe("etcd v3 backend", () => {
       await Promise.all(backends.splice(0).map(({ backend, membership }) => backend.leave(membership, timeout())));
     });
 
+    /** Renews these memberships every 500 ms (TTL 2 s, and nothing else renews them) until the returned function is called. */
+    function keepRenewing(members: Array<{ backend: EtcdV3Backend; membership: V3Membership }>): () => void {
+      const renewing = setInterval(() => {
+        for (const m of members) m.backend.renew(m.membership, timeout()).catch(() => undefined);
+      }, 500);
+      return () => clearInterval(renewing);
+    }
+
+    /** Moves etcd's history on and compacts it there: a watch from any revision before now is refused. */
+    async function compactPast(key: string): Promise<void> {
+      await client.put(`${key}-other`).value("x").exec();
+      const { header } = await client.put(`${key}-other`).value("y").exec();
+      await etcdctlRun(["compact", header.revision]);
+      await client.delete().key(`${key}-other`).exec();
+    }
+
+    /** Starts a member's wait for its turn, once it named its first leader: the names it gives, in order, and the wait. */
+    async function waitingForTurn(member: { backend: EtcdV3Backend; claim: Claim<V3Membership> }): Promise<{ named: Array<string | undefined>; turn: Promise<unknown> }> {
+      const named: Array<string | undefined> = [];
+      const turn = member.backend.awaitTurn(member.claim, (leader) => void named.push(leader?.name), AbortSignal.timeout(15_000));
+      turn.catch(() => undefined);
+      await waitFor(() => named.length > 0, "a leader named", 5_000);
+      return { named, turn };
+    }
+
     it("a follower goes on naming each leader in turn after etcd compacted the history since its listing", limit, async () => {
       const key = uniqueKey("turn-compacted");
       const [a, b, c, d] = [await joined(key, "a"), await joined(key, "b"), await joined(key, "c"), await joined(key, "d")];
-      // TTL 2 s and nothing else renews these leases.
-      const renewing = setInterval(() => {
-        for (const m of [a, b, c, d]) m.backend.renew(m.membership, timeout()).catch(() => undefined);
-      }, 500);
+      const stopRenewing = keepRenewing([a, b, c, d]);
       try {
-        const named: Array<string | undefined> = [];
-        const turn = d.backend.awaitTurn(d.claim, (leader) => void named.push(leader?.name), AbortSignal.timeout(15_000));
-        await waitFor(() => named.length > 0, "d to name a leader", 5_000);
+        const { named, turn } = await waitingForTurn(d);
         assert.deepEqual(named, ["a"]);
         // Compact away the history since d's listing: b's watch from where d saw it cannot start there.
-        await client.put(`${key}-other`).value("x").exec();
-        const { header } = await client.put(`${key}-other`).value("y").exec();
-        await etcdctlRun(["compact", header.revision]);
-        await client.delete().key(`${key}-other`).exec();
+        await compactPast(key);
         await a.backend.leave(a.membership, timeout());
         await waitFor(() => named.at(-1) === "b", "d to name b", 5_000);
         await b.backend.leave(b.membership, timeout());
@@ -579,7 +596,7 @@ describe("etcd v3 backend", () => {
         await turn;
         assert.deepEqual(named, ["a", "b", "c"]);
       } finally {
-        clearInterval(renewing);
+        stopRenewing();
       }
     });
 
@@ -594,18 +611,11 @@ describe("etcd v3 backend", () => {
       const xKey = `${key}/${BigInt(xLease).toString(16)}`;
       await client.put(xKey).value("x").lease(xLease).exec();
       const [c, d] = [await joined(key, "c"), await joined(key, "d")];
-      const renewing = setInterval(() => {
-        for (const m of [a, c, d]) m.backend.renew(m.membership, timeout()).catch(() => undefined);
-      }, 500);
+      const stopRenewing = keepRenewing([a, c, d]);
       try {
-        const named: Array<string | undefined> = [];
-        const turn = d.backend.awaitTurn(d.claim, (leader) => void named.push(leader?.name), AbortSignal.timeout(15_000));
-        await waitFor(() => named.length > 0, "d to name a leader", 5_000);
+        const { named, turn } = await waitingForTurn(d);
         assert.deepEqual(named, ["a"]);
-        await client.put(`${key}-other`).value("x").exec();
-        const { header } = await client.put(`${key}-other`).value("y").exec();
-        await etcdctlRun(["compact", header.revision]);
-        await client.delete().key(`${key}-other`).exec();
+        await compactPast(key);
         const reads = async () => (await etcdMetrics(cluster.clientUrls[0]!))(/^grpc_server_handled_total\{.*grpc_method="Range"/);
         const readsBefore = await reads();
         await a.backend.leave(a.membership, timeout());
@@ -620,7 +630,7 @@ describe("etcd v3 backend", () => {
         await turn;
         assert.deepEqual(named, ["a", "x", "c"]);
       } finally {
-        clearInterval(renewing);
+        stopRenewing();
         await client.leaseClient.leaseRevoke({ ID: xLease }).catch(() => undefined);
       }
     });
@@ -629,9 +639,7 @@ describe("etcd v3 backend", () => {
       const { backend, membership, claim } = await joined(uniqueKey("loss-compacted"), "a");
       await backend.awaitTurn(claim, noLeader, timeout());
       await client.delete().key(membership.id).exec();
-      const { header } = await client.put(`${membership.id}-other`).value("x").exec();
-      await etcdctlRun(["compact", header.revision]);
-      await client.delete().key(`${membership.id}-other`).exec();
+      await compactPast(membership.id);
 
       await backend.awaitLoss(membership, AbortSignal.timeout(2_000));
     });
