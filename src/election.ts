@@ -4,7 +4,7 @@
 // why, lives in term.ts; the scopes and waits built on terms (whileLeading,
 // whenElected) live in scope.ts and until-elected.ts.
 import { EventEmitter } from "eventemitter3";
-import { ChildAbortController, emitSafely, sleep, untilAborted } from "./abort";
+import { ChildAbortController, deadline, emitSafely, sleep, untilAborted } from "./abort";
 import type { Claim, ElectionBackend, Leader, Membership } from "./backend";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
@@ -280,7 +280,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           if (!claim && this.backend.join) {
             // Not aborted by stop(): the store may create the key even if we
             // stop listening, and only a finished join tells us what to delete.
-            const joined = await this.backend.join(AbortSignal.timeout(this.options.requestTimeout));
+            const bound = deadline(this.options.requestTimeout);
+            const joined = await this.backend.join(bound.signal).finally(bound.clear);
             hold(joined);
             if (signal.aborted) break;
             log.election("%s joined as %s (token %d)", this.name, joined.membership.id, joined.token);

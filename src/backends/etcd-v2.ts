@@ -124,7 +124,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     const creating = call(
       "create membership",
       (cb) => this.client.create(this.dir, this.name, { ttl: this.ttlSeconds, ...NO_CLIENT_RETRIES }, cb),
-      AbortSignal.timeout(this.ttlSeconds * 1000),
+      undefined,
+      this.ttlSeconds * 1000,
     );
     creating.then(
       ({ body }) => {

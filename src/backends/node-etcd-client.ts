@@ -72,7 +72,8 @@ export function v2ErrorCode(err: unknown): number | undefined {
 /**
  * Runs one node-etcd call. Rejects with the signal's reason when it aborts
  * (a timeout signal gives a RequestTimeoutError), and aborts the request so
- * no socket is left waiting. With `abandonAfterMs`, a deadline of the call's
+ * no socket is left waiting; without a signal, only its own deadline ends
+ * it. With `abandonAfterMs`, a deadline of the call's
  * own: if no answer came by then, the request is aborted and the call rejects
  * with an UnansweredError. A long poll re-armed on a deadline holds that
  * deadline for as long as it waits: a plain timer and a listener on `signal`
@@ -82,16 +83,16 @@ export function v2ErrorCode(err: unknown): number | undefined {
 export function call(
   operation: string,
   start: (callback: NodeEtcdCallback) => unknown,
-  signal: AbortSignal,
+  signal: AbortSignal | undefined,
   abandonAfterMs?: number,
 ): Promise<V2Response> {
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(abortReason(operation, signal));
+    if (signal?.aborted) return reject(abortReason(operation, signal));
     let settled = false;
     let deadline: ReturnType<typeof setTimeout> | undefined;
     const settle = () => {
       settled = true;
-      signal.removeEventListener("abort", onAbort);
+      signal?.removeEventListener("abort", onAbort);
       if (deadline !== undefined) clearTimeout(deadline);
     };
     const giveUp = (reason: unknown) => {
@@ -100,7 +101,7 @@ export function call(
       abortRequest(request);
       reject(reason);
     };
-    const onAbort = () => giveUp(abortReason(operation, signal));
+    const onAbort = () => giveUp(abortReason(operation, signal!));
     let request: unknown;
     request = start((err, body, headers) => {
       if (settled) return;
@@ -111,7 +112,7 @@ export function call(
       resolve({ body: (body ?? {}) as V2Body, etcdIndex: indexFrom(headers) });
     });
     if (settled) return;
-    signal.addEventListener("abort", onAbort, { once: true });
+    signal?.addEventListener("abort", onAbort, { once: true });
     if (abandonAfterMs !== undefined) {
       deadline = setTimeout(() => giveUp(new UnansweredError(operation, abandonAfterMs)), abandonAfterMs);
       // Like a timeout signal's timer: a pending call alone does not keep the process running.
