@@ -5,6 +5,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { extname, join } from "node:path";
 
 export class OrphanGuard {
+  /** The lease deadline last sent, as the guard has it (whole ms); undefined outside a term. */
+  private leaseUntil: number | undefined;
+
   private constructor(private readonly guard: ChildProcess) {}
 
   static start(): OrphanGuard {
@@ -37,7 +40,16 @@ export class OrphanGuard {
    * undefined once the term is over: past it, the guard stops what it watches.
    */
   lease(until: number | undefined): void {
-    this.send(`lease ${until === undefined ? "none" : Math.floor(until)}`);
+    this.leaseUntil = until === undefined ? undefined : Math.floor(until);
+    this.send(`lease ${this.leaseUntil ?? "none"}`);
+  }
+
+  /**
+   * Whether the lease deadline last sent has passed: from then on the guard
+   * may have stopped what it watches, on a timer of its own.
+   */
+  leaseRanOut(): boolean {
+    return this.leaseUntil !== undefined && Date.now() >= this.leaseUntil;
   }
 
   /** The CLI is exiting on its own, with every group it started reaped. */

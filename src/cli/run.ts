@@ -43,6 +43,8 @@ export interface RunSettings {
   electionOptions: etcdLeader.ElectionOptions;
 }
 
+/** How long a command the orphan guard stopped at the lease deadline waits for this process's own step-down. */
+const GUARD_RACE_MS = 500;
 /** A pause between runs of a command that keeps exiting while --restart keeps it going. */
 const RESTART_DELAY_MS = 1_000;
 
@@ -149,6 +151,17 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
         signal: exit.signal,
       });
       if (signal.aborted) return EXIT.ok;
+      if (guard.leaseRanOut()) {
+        // The guard stopped it: the lease deadline passed. This process steps
+        // down at that same deadline on a timer of its own, which the guard's,
+        // in another process, may beat by a millisecond. That is the term's
+        // end, not an exit of the command's own (which would end the CLI with
+        // its code). Should a renewal have moved the deadline just then, the
+        // term goes on, and so does the command.
+        await delay(GUARD_RACE_MS, signal);
+        if (signal.aborted) return EXIT.ok;
+        continue;
+      }
       if (!settings.restart) return exit.code;
       await delay(RESTART_DELAY_MS, signal);
     }
