@@ -373,6 +373,10 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     // A settled election: a leader, every other member following it, and a line in etcd that agrees.
     const first = await c.waitForElection(c.members, 0, FIRST_ELECTION_TIMEOUT_MS);
     c.leader = first.member;
+    // The faults come to a leader running its command, not to one in the
+    // moment it spawns it: a CLI killed between the fork and telling its
+    // orphan guard about the new process leaves that command unwatched.
+    await c.waitForEvent(c.leader, (e) => e.type === "command-start", first.event.at, 10_000, "its command to start");
     await Promise.all(
       c.members
         .filter((m) => m !== c.leader)
