@@ -72,10 +72,9 @@ export function v2ErrorCode(err: unknown): number | undefined {
 /**
  * Runs one node-etcd call. Rejects with the signal's reason when it aborts
  * (a timeout signal gives a RequestTimeoutError), and aborts the request so
- * no socket is left waiting; without a signal, only its own deadline ends
- * it. With `abandonAfterMs`, a deadline of the call's
- * own: if no answer came by then, the request is aborted and the call rejects
- * with an UnansweredError. A long poll re-armed on a deadline holds that
+ * no socket is left waiting. With `abandonAfterMs`, a deadline of the call's
+ * own (the only one, without a signal): if no answer came by then, the
+ * request is aborted and the call rejects with an UnansweredError. A long poll re-armed on a deadline holds that
  * deadline for as long as it waits: a plain timer and a listener on `signal`
  * take about 0.3 KB of heap, where a timeout signal joined to `signal` with
  * AbortSignal.any, and a listener on that, take about 2.6 KB (Node 20).
