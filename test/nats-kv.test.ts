@@ -82,6 +82,21 @@ async function oneLeader(members: Member[], what = "one leader"): Promise<Member
   return leader!;
 }
 
+type KvMethod = (...args: unknown[]) => Promise<unknown>;
+
+/** The bucket with some of its methods wrapped (each wrapper gets the bucket's own, bound); the rest as they are. */
+function withMethods(kv: KV, wrappers: Partial<Record<"create" | "update" | "watch", (original: KvMethod) => KvMethod>>): KV {
+  return new Proxy(kv, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      const bound = value.bind(target) as KvMethod;
+      const wrap = wrappers[property as keyof typeof wrappers];
+      return wrap ? wrap(bound) : bound;
+    },
+  });
+}
+
 type WatchIterator = AsyncIterable<{ operation: string }> & { stop(): void };
 
 /** A watch that holds each delete or purge marker back until the next write arrives, then yields both. */
@@ -183,23 +198,18 @@ describe("NATS KV elections (nats-server 2.9)", () => {
     await oneLeader([a]);
     // b's creates go out 300 ms late, so that c wins, and their answers reach b a second after they came.
     let answerHandedAt = Infinity;
-    const slow = new Proxy(kv, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver);
-        if (property !== "create" && property !== "update") return typeof value === "function" ? value.bind(target) : value;
-        return async (...args: unknown[]) => {
-          await sleep(300);
-          const outcome = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args).then(
-            (v) => ({ v }),
-            (e: unknown) => ({ e }),
-          );
-          await sleep(1_000);
-          answerHandedAt = performance.now();
-          if ("e" in outcome) throw outcome.e;
-          return outcome.v;
-        };
-      },
-    });
+    const slowly = (write: KvMethod): KvMethod => async (...args) => {
+      await sleep(300);
+      const outcome = await write(...args).then(
+        (v) => ({ v }),
+        (e: unknown) => ({ e }),
+      );
+      await sleep(1_000);
+      answerHandedAt = performance.now();
+      if ("e" in outcome) throw outcome.e;
+      return outcome.v;
+    };
+    const slow = withMethods(kv, { create: slowly, update: slowly });
     const b = await member(slow, "b");
     const c = await member(kv, "c");
     for (const follower of [b, c]) {
@@ -219,18 +229,14 @@ describe("NATS KV elections (nats-server 2.9)", () => {
     // b's watch hands over a delete marker only with the write after it, as
     // when that write arrives while b waits for its turn among many followers.
     let campaigns = 0;
-    const late = new Proxy(kv, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver);
-        if (property === "create" || property === "update") {
-          return (...args: unknown[]) => {
-            campaigns++;
-            return (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-          };
-        }
-        if (property !== "watch") return typeof value === "function" ? value.bind(target) : value;
-        return async (...args: unknown[]) => markersWithTheNextWrite(await (value as (...a: unknown[]) => Promise<WatchIterator>).apply(target, args));
-      },
+    const counted = (write: KvMethod): KvMethod => (...args) => {
+      campaigns++;
+      return write(...args);
+    };
+    const late = withMethods(kv, {
+      create: counted,
+      update: counted,
+      watch: (watch) => async (...args) => markersWithTheNextWrite((await watch(...args)) as WatchIterator),
     });
     const b = await member(late, "b");
     const c = await member(kv, "c");
