@@ -28,9 +28,21 @@ export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
  * work is over, and aborts it too.
  */
 export class ChildAbortController extends AbortController {
-  private readonly onParentAbort = () => this.abort(this.parent.reason);
+  private readonly onParentAbort = () => {
+    if (this.parentAbortsLater) setImmediate(() => this.abort(this.parent.reason));
+    else this.abort(this.parent.reason);
+  };
 
-  constructor(private readonly parent: AbortSignal) {
+  /**
+   * `parentAbortsLater`: the parent's abort reaches this controller on the
+   * event loop's next check phase instead of at once (one that comes before
+   * its parent's is not held back). Whoever aborts the parent gets the rest
+   * of the turn to itself, and the I/O it started in it goes out first.
+   */
+  constructor(
+    private readonly parent: AbortSignal,
+    private readonly parentAbortsLater = false,
+  ) {
     super();
     if (parent.aborted) this.abort(parent.reason);
     else parent.addEventListener("abort", this.onParentAbort, { once: true });

@@ -192,8 +192,25 @@ describe("leader step-down timing", () => {
       seen.push(`unelected before: ${events.at(-1)?.startsWith("unelected")}, wait unwound before: ${backend.lossSignal?.aborted}`);
     election.stop();
     assert.deepEqual(seen, ["unelected before: true, wait unwound before: false"], "leave() called within stop()");
+    assert.equal(backend.lossSignal?.aborted, false, "the wait is let go after this turn, once the deletion went out");
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(backend.lossSignal?.aborted, true, "and on the next one");
     await election.leave();
     assert.deepEqual(backend.leaves, ["member-1"], "and only once");
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it("a turn that comes after stop(), before the wait is let go, is not taken: no elected, and the membership is deleted", async () => {
+    const { clock, backend, election, events } = setup();
+    backend.firstInLine = false;
+    election.start();
+    await clock.advance(0);
+    election.stop();
+    backend.grantTurn();
+    await election.leave();
+    assert.equal(election.isLeader(), false);
+    assert.deepEqual(events.map((e) => e.split(" @")[0]), ["leader someone-else"]);
+    assert.deepEqual(backend.leaves, ["member-1"]);
     assert.equal(clock.pendingTimers, 0);
   });
 
@@ -310,6 +327,20 @@ describe("a race-style store", () => {
     assert.equal(election.isLeader(), false);
     assert.deepEqual(events.filter((e) => /^(elected|unelected)/.test(e)), [`elected 10 @${wonAt}`, `unelected @${wonAt + 8_000}`]);
     election.stop();
+  });
+
+  it("gives back what it wins just after stop(), and does not lead on it", async () => {
+    const { clock, backend, election, events } = setup("race");
+    backend.firstInLine = false;
+    election.start();
+    await clock.advance(0);
+    election.stop();
+    backend.grantTurn();
+    await election.leave();
+    assert.equal(backend.wins, 1);
+    assert.deepEqual(backend.leaves, ["won-1"]);
+    assert.deepEqual(events.filter((e) => e.startsWith("elected")), []);
+    assert.equal(clock.pendingTimers, 0);
   });
 
   it("competes again after losing, and leads on what it wins next", async () => {

@@ -552,7 +552,11 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         }
       }
     } finally {
-      watches.close();
+      // Our turn: the cancels (a message each on the watch stream) can wait
+      // until the election has said so, and the watch of our own key has
+      // joined the stream, which etcd3 closes once it carries no watch.
+      if (older.isEmpty) process.nextTick(() => watches.close());
+      else watches.close();
     }
   }
 
@@ -620,11 +624,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const revoking = this.call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
     // After the revoke is sent: with the client's last lease this closes the
     // keep-alive stream, which would hold the revoke back.
-    this.keepAlive.release(membership.leaseId);
     try {
       await revoking;
     } catch (err) {
       if (!isLeaseNotFound(err)) throw err;
+    } finally {
+      this.keepAlive.release(membership.leaseId);
     }
   }
 
