@@ -24,6 +24,19 @@ function setup(style: "queue" | "race" = "queue", random = () => 0) {
   return { clock, backend, election, events };
 }
 
+/** A member waiting for its turn is stopped, and the turn comes before the event loop's next turn; then it leaves. */
+async function turnJustAfterStop(style: "queue" | "race") {
+  const member = setup(style);
+  const { clock, backend, election } = member;
+  backend.firstInLine = false;
+  election.start();
+  await clock.advance(0);
+  election.stop();
+  backend.grantTurn();
+  await election.leave();
+  return member;
+}
+
 async function elect(clock: FakeClock, election: Election): Promise<number> {
   election.start();
   await settle();
@@ -201,13 +214,7 @@ describe("leader step-down timing", () => {
   });
 
   it("a turn that comes after stop(), before the wait is let go, is not taken: no elected, and the membership is deleted", async () => {
-    const { clock, backend, election, events } = setup();
-    backend.firstInLine = false;
-    election.start();
-    await clock.advance(0);
-    election.stop();
-    backend.grantTurn();
-    await election.leave();
+    const { clock, backend, election, events } = await turnJustAfterStop("queue");
     assert.equal(election.isLeader(), false);
     assert.deepEqual(events.map((e) => e.split(" @")[0]), ["leader someone-else"]);
     assert.deepEqual(backend.leaves, ["member-1"]);
@@ -330,13 +337,7 @@ describe("a race-style store", () => {
   });
 
   it("gives back what it wins just after stop(), and does not lead on it", async () => {
-    const { clock, backend, election, events } = setup("race");
-    backend.firstInLine = false;
-    election.start();
-    await clock.advance(0);
-    election.stop();
-    backend.grantTurn();
-    await election.leave();
+    const { clock, backend, events } = await turnJustAfterStop("race");
     assert.equal(backend.wins, 1);
     assert.deepEqual(backend.leaves, ["won-1"]);
     assert.deepEqual(events.filter((e) => e.startsWith("elected")), []);
