@@ -15,10 +15,10 @@
 // leaving no request, watch or timer behind. stop() calls `leave` first and
 // aborts the signals of the waits on the event loop's next turn, once the
 // deletion has gone out; a turn or a win they resolve with meanwhile is not
-// led on (what a race-style member won is handed to `leave`). Failures are thrown as errors: a
-// MembershipLostError when the store no longer holds the membership (the
-// state machine then starts over), anything else counts as transient and is
-// retried with back-off.
+// led on (what a race-style member won is handed to `leave`). Failures are
+// thrown as errors: a MembershipLostError when the store no longer holds the
+// membership (the state machine then starts over), anything else counts as
+// transient and is retried with back-off.
 
 /** What the store holds for a member and drops unless renewed: a place in line, or the key it won. */
 export interface Membership {

@@ -622,8 +622,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   async leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
     const revoking = this.call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
-    // After the revoke is sent: with the client's last lease this closes the
-    // keep-alive stream, which would hold the revoke back.
+    // Released once the revoke is answered: with the client's last lease this
+    // closes the keep-alive stream, work that would hold the revoke back if
+    // done in the turn that sends it.
     try {
       await revoking;
     } catch (err) {
