@@ -74,10 +74,11 @@ export function v2ErrorCode(err: unknown): number | undefined {
  * (a timeout signal gives a RequestTimeoutError), and aborts the request so
  * no socket is left waiting. With `abandonAfterMs`, a deadline of the call's
  * own (the only one, without a signal): if no answer came by then, the
- * request is aborted and the call rejects with an UnansweredError. A long poll re-armed on a deadline holds that
- * deadline for as long as it waits: a plain timer and a listener on `signal`
- * take about 0.3 KB of heap, where a timeout signal joined to `signal` with
- * AbortSignal.any, and a listener on that, take about 2.6 KB (Node 20).
+ * request is aborted and the call rejects with an UnansweredError. A long
+ * poll re-armed on a deadline holds that deadline for as long as it waits: a
+ * plain timer and a listener on `signal` take about 0.3 KB of heap, where a
+ * timeout signal joined to `signal` with AbortSignal.any, and a listener on
+ * that, take about 2.6 KB (Node 20).
  */
 export function call(
   operation: string,
