@@ -3,6 +3,57 @@
 import type { Clock } from "./clock";
 import { RequestTimeoutError } from "./errors";
 
+/**
+ * Calls `listener` once when `signal` aborts, or at once if it has aborted
+ * already (an abort event is never fired twice, so a listener added after it
+ * would wait for ever). Returns the way to stop listening.
+ */
+export function onAbort(signal: AbortSignal, listener: () => void): () => void {
+  if (signal.aborted) {
+    listener();
+    return () => undefined;
+  }
+  signal.addEventListener("abort", listener, { once: true });
+  return () => signal.removeEventListener("abort", listener);
+}
+
+/**
+ * A caller's `signal` option, checked before anything changes: undefined, or
+ * an AbortSignal. Checked by shape rather than by class, so that a signal from
+ * another realm or a faithful polyfill is accepted.
+ */
+export function checkSignal(value: unknown, where: string): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  const signal = value as Partial<AbortSignal> | null;
+  if (
+    typeof signal !== "object" ||
+    signal === null ||
+    typeof signal.aborted !== "boolean" ||
+    typeof signal.addEventListener !== "function" ||
+    typeof signal.removeEventListener !== "function"
+  ) {
+    const got = typeof value === "object" && value !== null ? "an object that is not one (no aborted, addEventListener, removeEventListener)" : describeValue(value);
+    throw new TypeError(`${where}: signal must be an AbortSignal, got ${got}`);
+  }
+  return value as AbortSignal;
+}
+
+/** An options argument, checked before anything changes: undefined, or an object. */
+export function checkOptions<T extends object>(value: T | undefined, where: string): Partial<T> {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null) {
+    throw new TypeError(`${where}: options must be an object, got ${describeValue(value)}`);
+  }
+  return value;
+}
+
+function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value === "string") return `the string ${JSON.stringify(value)}`;
+  if (typeof value === "function" || typeof value === "object" || typeof value === "symbol") return `a ${typeof value}`;
+  return `${typeof value} ${String(value)}`;
+}
+
 /** Resolves after `ms`, or rejects with the signal's reason once it aborts. */
 export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {

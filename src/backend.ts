@@ -19,6 +19,26 @@
 // thrown as errors: a MembershipLostError when the store no longer holds the
 // membership (the state machine then starts over), anything else counts as
 // transient and is retried with back-off.
+//
+// What a backend answers crosses into the state machine checked
+// (backend-answers.ts), because a backend may be the user's own. The rules
+// for a claim, from `join` or from an `awaitTurn` that won:
+// - `membership` is an object whose `id` is a non-empty string;
+// - `token` is a finite number, larger than any earlier leader's;
+// - `sentAt` is performance.now() taken during the call, just before the
+//   write was sent: not later than the answer, nor `ttlMs` or more before it;
+// - `ttlMs` is a positive, finite number of milliseconds;
+// - `awaitTurn` handed a claim resolves with that membership and token.
+// A claim that breaks one is reported as an `error` (an InvalidClaimError
+// naming the field) and never led on; what it names is handed to `leave`.
+// A leader reported to `onLeader` is `{ name: string, token: finite number }`
+// or undefined; a malformed one is reported and ignored, and one reported
+// after `awaitTurn` resolved, or to a member that leads, is ignored. A
+// `join` that does not settle within the request timeout is reported as a
+// timeout, and what it resolves with later is handed to `leave`. `observe`
+// that returns before its signal aborts is reported and called again after
+// a back-off. The conformance suite (test/conformance/claim-cases.ts) checks
+// each rule.
 
 /** What the store holds for a member and drops unless renewed: a place in line, or the key it won. */
 export interface Membership {

@@ -4,9 +4,10 @@
 // why, lives in term.ts; the scopes and waits built on terms (whileLeading,
 // whenElected) live in scope.ts and until-elected.ts.
 import { EventEmitter } from "eventemitter3";
-import { ChildAbortController, deadline, emitSafely, sleep, untilAborted } from "./abort";
+import { checkOptions, checkSignal, ChildAbortController, deadline, emitSafely, onAbort, sleep, untilAborted } from "./abort";
 import type { Claim, ElectionBackend, Leader, Membership } from "./backend";
 import { Backoff } from "./backoff";
+import { callBackend as call, heldClaimProblem, InvalidClaimError, leaderProblem, newClaimProblem } from "./backend-answers";
 import { systemClock, type Clock } from "./clock";
 import { publishError, publishRenewal, publishRetry, publishState } from "./diagnostics";
 import { defineAsyncDispose } from "./dispose";
@@ -74,18 +75,19 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     super();
   }
 
-  /** Joins the election on the next tick. Calling it while running does nothing. */
-  start(options: StartOptions = {}): this {
+  /**
+   * Joins the election on the next tick. Calling it while running does
+   * nothing; with a signal that has aborted already, neither does it. Throws a
+   * TypeError, and changes nothing, for options that are not an object or a
+   * signal that is not an AbortSignal.
+   */
+  start(options?: StartOptions): this {
+    const signal = checkSignal(checkOptions(options, "start()").signal, "start()");
     if (this.runController) return this;
-    const { signal } = options;
     if (signal?.aborted) return this;
     const controller = new AbortController();
     this.runController = controller;
-    if (signal) {
-      const onAbort = () => this.stop();
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.detachStartSignal = () => signal.removeEventListener("abort", onAbort);
-    }
+    if (signal) this.detachStartSignal = onAbort(signal, () => this.stop());
     this.activity = "joining";
     this.reportState();
     process.nextTick(() => {
@@ -194,8 +196,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
    * Unbounded buffer, so a slow reader misses nothing. Ends on `break` or
    * when the signal aborts (the next read rejects with an AbortError).
    */
-  leaderChanges(options: WaitOptions = {}): LeaderChanges {
-    return this.leaders.iterate({ signal: options.signal });
+  leaderChanges(options?: WaitOptions): LeaderChanges {
+    const signal = checkSignal(checkOptions(options, "leaderChanges()").signal, "leaderChanges()");
+    return this.leaders.iterate({ signal });
   }
 
   /** For `await using`: leave() (Symbol.asyncDispose). */
@@ -285,10 +288,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           this.setActivity(claim || !this.backend.join ? "following" : "joining");
           if (membershipLost !== undefined) throw membershipLost;
           if (!claim && this.backend.join) {
-            // Not aborted by stop(): the store may create the key even if we
-            // stop listening, and only a finished join tells us what to delete.
-            const bound = deadline(this.options.requestTimeout);
-            const joined = await this.backend.join(bound.signal).finally(bound.clear);
+            const joined = await this.join(this.backend.join);
             hold(joined);
             if (signal.aborted) break;
             log.election("%s joined as %s (token %d)", this.name, joined.membership.id, joined.token);
@@ -297,13 +297,16 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           }
 
           step = "wait";
-          const turn = await untilAborted(
-            "wait",
-            this.backend.awaitTurn(claim, (leader) => {
-              if (!signal.aborted) this.follow(leader);
-            }, phaseSignal),
-            phaseSignal,
+          // Who leads, as the backend reports it while this member waits; a
+          // report after the turn came (a backend's late callback) is not news.
+          let waiting = true;
+          const onLeader = (leader: Leader | undefined) => {
+            if (waiting && !signal.aborted) this.follow(leader);
+          };
+          const turn = await untilAborted("wait", call(() => this.backend.awaitTurn(claim, onLeader, phaseSignal)), phaseSignal).finally(
+            () => (waiting = false),
           );
+          this.checkTurn(turn, claim);
           // A race-style store holds nothing for a member until it wins (and
           // one that won just as stop() was called has a key to delete).
           if (!claim) hold(turn);
@@ -314,7 +317,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           const confirmedAt = await this.provenAlive(renewal!, phaseSignal);
           if (signal.aborted) break;
           this.lead(turn, confirmedAt, phase);
-          await untilAborted("lead", this.backend.awaitLoss(turn.membership, phaseSignal), phaseSignal);
+          await untilAborted("lead", call(() => this.backend.awaitLoss(turn.membership, phaseSignal)), phaseSignal);
           throw new MembershipLostError(`membership ${turn.membership.id} was removed from the store`);
         } catch (thrown) {
           if (signal.aborted) break;
@@ -363,6 +366,57 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     return renewal.renewNow(signal);
   }
 
+  /**
+   * Takes a place in line: the backend's join, checked as it crosses over.
+   * Not cut short by stop(): the store may create the key all the same, and
+   * only a finished join says what to delete. Bounded by the request timeout,
+   * even for a backend that ignores its signal; the backend removes what the store made of a join it was told to
+   * abandon, and what one that answers later anyway hands over is given back.
+   */
+  private async join(join: (signal: AbortSignal) => Promise<Claim<M>>): Promise<Claim<M>> {
+    const bound = deadline(this.options.requestTimeout);
+    const joining = call(() => join.call(this.backend, bound.signal));
+    try {
+      const joined = await untilAborted("join", joining, bound.signal);
+      this.checkNewClaim(joined);
+      return joined;
+    } catch (err) {
+      if (bound.signal.aborted) {
+        joining.then(
+          (late) => this.giveBack(late),
+          () => undefined,
+        );
+      }
+      throw err;
+    } finally {
+      bound.clear();
+    }
+  }
+
+  /**
+   * Throws an InvalidClaimError for a claim that breaks the contract
+   * (claim-rules.ts), after giving back what it may hold on the store.
+   */
+  private checkNewClaim(claim: Claim<M>): void {
+    const problem = newClaimProblem(claim, this.clock.now());
+    if (!problem) return;
+    this.giveBack(claim);
+    throw new InvalidClaimError(this.store, problem.field, problem.problem);
+  }
+
+  /** The claim awaitTurn resolved with: what it was handed back, or (race-style) a new one. */
+  private checkTurn(turn: Claim<M>, held: Claim<M> | undefined): void {
+    if (!held) return this.checkNewClaim(turn);
+    const problem = heldClaimProblem(turn, held);
+    if (problem) throw new InvalidClaimError(this.store, problem.field, problem.problem);
+  }
+
+  /** Gives up, in the background, the membership a claim we will not hold names, if it names one. */
+  private giveBack(claim: Claim<M> | undefined): void {
+    const membership = (claim as { membership?: unknown } | undefined)?.membership;
+    if (typeof membership === "object" && membership !== null) this.leaveInBackground(membership as M);
+  }
+
   private leaveInBackground(membership: M): void {
     track((this.departures ??= new Set()), this.leaveStore(membership));
   }
@@ -371,16 +425,24 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     // On stop()'s way to the deletion: a plain timer (abort.ts, deadline()).
     const bound = deadline(this.options.requestTimeout);
     try {
-      await untilAborted("leave", this.backend.leave(membership, bound.signal), bound.signal);
+      await untilAborted("leave", call(() => this.backend.leave(membership, bound.signal)), bound.signal);
       log.election("%s left: deleted %s", this.name, membership.id);
     } catch (err) {
-      log.election("%s could not delete %s: %s", this.name, membership.id, (err as Error).message);
+      log.election("%s could not delete %s: %s", this.name, membership.id, err instanceof Error ? err.message : String(err));
     } finally {
       bound.clear();
     }
   }
 
   private follow(leader: Leader | undefined): void {
+    // `leader` is for members that do not lead: a backend that still reports
+    // one to a leader (a resynchronising phase, say) tells it nothing new.
+    if (this.isLeader()) return;
+    const problem = leaderProblem(leader);
+    if (problem) {
+      this.report("wait", new TypeError(`${this.store} reported a leader that ${problem}; it is ignored`), 1);
+      return;
+    }
     this.leaders.publish(leader);
     if (leader === undefined || leader.name === this.leaderName) return;
     this.leaderName = leader.name;

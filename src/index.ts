@@ -2,6 +2,7 @@
 // etcd-leader 0.0.1 did; everything else hangs off it.
 import { inspect } from "node:util";
 import type * as contract from "./backend";
+import * as answers from "./backend-answers";
 import * as etcd3 from "./backends/etcd3-options";
 import { backendFor } from "./backends/select";
 import * as diagnostics from "./diagnostics";
@@ -170,6 +171,7 @@ namespace etcdLeader {
   export import LeaderObserver = observer.LeaderObserver;
   export import ElectionError = errors.ElectionError;
   export import MembershipLostError = errors.MembershipLostError;
+  export import InvalidClaimError = answers.InvalidClaimError;
   export import RequestTimeoutError = errors.RequestTimeoutError;
   export import LeaseExpiredError = election.LeaseExpiredError;
   export import LeadershipLostError = lost.LeadershipLostError;

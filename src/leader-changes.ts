@@ -8,6 +8,7 @@
 // queue only grows large if a consumer stops reading for good, and then
 // `break`, `return()` or the signal frees it.
 import type { Leader } from "./backend";
+import { onAbort } from "./abort";
 import { abortError } from "./leadership-lost";
 
 export class LeaderFeed {
@@ -48,6 +49,9 @@ export class LeaderFeed {
     }, options.signal);
     iterators.add(iterator);
     if (this.known) iterator.push(this.current);
+    // Last: a signal that has aborted already ends the iterator at once,
+    // which detaches it from this feed, so it must be attached by then.
+    iterator.listen();
     return iterator;
   }
 }
@@ -63,14 +67,17 @@ export class LeaderChanges implements AsyncIterableIterator<Leader | undefined> 
   /** Reads waiting for a change, oldest first (for await has at most one). */
   private readonly waiting: Array<{ resolve: (result: IteratorResult<Leader | undefined>) => void; reject: (error: unknown) => void }> = [];
   private ended: { error: unknown } | undefined;
-  private readonly onAbort = () => this.end(abortError(this.signal!.reason));
+  private stopListening: (() => void) | undefined;
 
   constructor(
     private readonly detach: () => void,
     private readonly signal?: AbortSignal,
-  ) {
-    if (signal?.aborted) this.onAbort();
-    else signal?.addEventListener("abort", this.onAbort, { once: true });
+  ) {}
+
+  /** @internal Called by the feed once the iterator is attached: from now on the signal ends it (at once if it has aborted). */
+  listen(): void {
+    const { signal } = this;
+    if (signal) this.stopListening = onAbort(signal, () => this.end(abortError(signal.reason)));
   }
 
   /** @internal Called by the feed. */
@@ -114,7 +121,7 @@ export class LeaderChanges implements AsyncIterableIterator<Leader | undefined> 
     if (this.ended) return;
     this.ended = { error };
     this.queue.length = 0;
-    this.signal?.removeEventListener("abort", this.onAbort);
+    this.stopListening?.();
     this.detach();
     const waiting = this.waiting.splice(0);
     if (waiting.length === 0) return;

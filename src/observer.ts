@@ -1,8 +1,9 @@
 // Discovery without campaigning: follows who leads an election without taking
 // part in it, for services that only need to know where the leader is.
 import { EventEmitter } from "eventemitter3";
-import { emitSafely, sleep } from "./abort";
+import { checkOptions, checkSignal, emitSafely, onAbort, sleep, untilAborted } from "./abort";
 import type { ElectionBackend, Leader } from "./backend";
+import { callBackend, leaderProblem } from "./backend-answers";
 import { Backoff } from "./backoff";
 import { systemClock, type Clock } from "./clock";
 import { publishError, publishRetry } from "./diagnostics";
@@ -45,19 +46,22 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
     super();
   }
 
-  start(options: ObserverStartOptions = {}): this {
+  /**
+   * Starts following on the next tick. Calling it while running does nothing
+   * (but an iterator's `break` no longer stops it); with a signal that has
+   * aborted already, neither does it. Throws a TypeError, and changes
+   * nothing, for options that are not an object or a signal that is not an
+   * AbortSignal.
+   */
+  start(options?: ObserverStartOptions): this {
+    const signal = checkSignal(checkOptions(options, "observer.start()").signal, "observer.start()");
     // Started by hand: an iterator's `break` no longer stops it.
     this.startedByIteration = false;
     if (this.controller) return this;
-    const { signal } = options;
     if (signal?.aborted) return this;
     const controller = new AbortController();
     this.controller = controller;
-    if (signal) {
-      const onAbort = () => this.stop();
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.detachStartSignal = () => signal.removeEventListener("abort", onAbort);
-    }
+    if (signal) this.detachStartSignal = onAbort(signal, () => this.stop());
     process.nextTick(() => {
       if (controller.signal.aborted) return;
       const following = this.follow(controller.signal);
@@ -95,15 +99,16 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
    * the last such iterator ends (`break`, or its signal aborts, after which
    * the next read rejects with an AbortError).
    */
-  changes(options: { signal?: AbortSignal | undefined } = {}): LeaderChanges {
-    if (!this.isRunning() && !options.signal?.aborted) {
+  changes(options?: { signal?: AbortSignal | undefined }): LeaderChanges {
+    const signal = checkSignal(checkOptions(options, "observer.changes()").signal, "observer.changes()");
+    if (!this.isRunning() && !signal?.aborted) {
       this.start();
       this.startedByIteration = true;
     }
     const holds = this.startedByIteration;
     if (holds) this.iterationHolds++;
     return this.leaders.iterate({
-      signal: options.signal,
+      signal,
       onClose: () => {
         if (!holds) return;
         this.iterationHolds--;
@@ -124,24 +129,37 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
     const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
     while (!signal.aborted) {
       try {
-        await this.backend.observe((leader: Leader | undefined) => {
+        const onLeader = (leader: Leader | undefined) => {
           if (signal.aborted) return;
+          const problem = leaderProblem(leader);
+          if (problem) return this.report(new TypeError(`${this.store} reported a leader that ${problem}; it is ignored`), 1);
           backoff.reset();
           if (!this.leaders.publish(leader)) return;
           emitSafely(() => this.emit("leader", leader?.name, leader?.token));
-        }, signal);
+        };
+        // Cut short at the signal, even for a backend of the user's own that ignores it.
+        await untilAborted("observe", callBackend(() => this.backend.observe(onLeader, signal)), signal);
+        // observe() runs until its signal aborts: one that returns early would spin here.
+        if (!signal.aborted) throw new Error(`${this.store}'s observe() returned before its signal aborted`);
       } catch (err) {
         if (signal.aborted) return;
-        const error = new ElectionError("observe", backoff.attempts + 1, err);
-        log.observer("%s", error.message);
-        const store = this.backend.description ?? "custom backend";
-        publishError(() => ({ source: this, member: undefined, store, error }));
-        emitSafely(() => this.emit("error", error));
+        this.report(err, backoff.attempts + 1);
         const delayMs = backoff.next();
-        publishRetry(() => ({ source: this, member: undefined, store, phase: "observe", attempt: backoff.attempts, delayMs, error: err }));
+        publishRetry(() => ({ source: this, member: undefined, store: this.store, phase: "observe", attempt: backoff.attempts, delayMs, error: err }));
         await sleep(this.clock, delayMs, signal).catch(() => undefined);
       }
     }
+  }
+
+  private report(err: unknown, attempt: number): void {
+    const error = new ElectionError("observe", attempt, err);
+    log.observer("%s", error.message);
+    publishError(() => ({ source: this, member: undefined, store: this.store, error }));
+    emitSafely(() => this.emit("error", error));
+  }
+
+  private get store(): string {
+    return this.backend.description ?? "custom backend";
   }
 }
 

@@ -3,6 +3,7 @@
 // was *sent*, which is what a leader's deadline is counted from.
 import { ChildAbortController, untilAborted } from "./abort";
 import type { ElectionBackend, Membership } from "./backend";
+import { callBackend } from "./backend-answers";
 import { Backoff } from "./backoff";
 import type { Clock } from "./clock";
 import { isMembershipLost, RequestTimeoutError } from "./errors";
@@ -137,7 +138,7 @@ export class Renewal<M extends Membership> {
     this.inFlight.push(request);
     let renewing: Promise<void> | undefined;
     try {
-      renewing = this.backend.renew(this.membership, requestSignal);
+      renewing = callBackend(() => this.backend.renew(this.membership, requestSignal));
       await untilAborted("renew", renewing, requestSignal);
     } catch (failure) {
       if (this.stopped || signal?.aborted) throw failure;

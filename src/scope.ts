@@ -31,6 +31,7 @@
 //   reason) once the routine has settled.
 // - If whileLeading() started the election, it leaves it before it settles,
 //   however it settles; otherwise the election goes on as it was.
+import { checkOptions, checkSignal, onAbort } from "./abort";
 import { abortError, ElectionStoppedError, LeadershipLostError, LeaseExpiredError } from "./leadership-lost";
 import { untilElected, type LeadershipHost, type Term } from "./until-elected";
 
@@ -67,12 +68,13 @@ const ON_LOSS: readonly OnLoss[] = ["rerun", "reject"];
 export async function whileLeading<T>(
   host: LeadershipHost,
   routine: LeadershipRoutine<T>,
-  options: WhileLeadingOptions = {},
+  options?: WhileLeadingOptions,
 ): Promise<T> {
   if (typeof routine !== "function") {
     throw new TypeError(`whileLeading() needs a routine to run, a function; got ${typeof routine}`);
   }
-  const { signal, onLoss = "rerun" } = options;
+  const { signal: given, onLoss = "rerun" } = checkOptions(options, "whileLeading()");
+  const signal = checkSignal(given, "whileLeading()");
   if (!ON_LOSS.includes(onLoss)) {
     throw new RangeError(`onLoss must be "rerun" or "reject", got ${JSON.stringify(onLoss)}`);
   }
@@ -82,6 +84,8 @@ export async function whileLeading<T>(
   try {
     for (;;) {
       const term = await untilElected(host, signal);
+      // Aborted in a callback of the term's first turn (an `elected` listener): the routine never starts.
+      if (signal?.aborted) throw abortError(signal.reason);
       const outcome = await runInTerm(host, term, routine, signal);
       if (signal?.aborted) throw abortError(signal.reason);
       if (outcome.termHeld) {
@@ -106,13 +110,11 @@ async function runInTerm<T>(
   callerSignal: AbortSignal | undefined,
 ): Promise<Outcome<T>> {
   const controller = new AbortController();
-  const onTermEnd = () => controller.abort(term.signal.reason);
-  const onCallerAbort = () => controller.abort(callerSignal!.reason);
-  // The term's listener goes with the term; the caller's signal may live
-  // long (a process-wide shutdown signal), so its listener is removed below.
-  term.signal.addEventListener("abort", onTermEnd, { once: true });
-  callerSignal?.addEventListener("abort", onCallerAbort, { once: true });
-  if (term.signal.aborted) onTermEnd();
+  // Both are removed when the routine settles: a term may see many short
+  // runs (a job per tick), and the caller's signal may live long (a
+  // process-wide shutdown signal).
+  const stopFollowingTerm = onAbort(term.signal, () => controller.abort(term.signal.reason));
+  const stopFollowingCaller = callerSignal ? onAbort(callerSignal, () => controller.abort(callerSignal.reason)) : undefined;
   const isLeader = () => !term.signal.aborted && !controller.signal.aborted && host.isLeader();
   const scope: LeadershipTerm = {
     signal: controller.signal,
@@ -126,7 +128,8 @@ async function runInTerm<T>(
   } catch (error) {
     return { termHeld: isLeader(), ok: false, error };
   } finally {
-    callerSignal?.removeEventListener("abort", onCallerAbort);
+    stopFollowingTerm();
+    stopFollowingCaller?.();
   }
 }
 

@@ -2,6 +2,7 @@
 // in whileLeading() (scope.ts). A wait that is called off leaves nothing
 // behind: its listeners are removed at once, and a wait that joined the
 // election only for itself leaves it again.
+import { checkOptions, checkSignal } from "./abort";
 import { abortError, ElectionStoppedError } from "./leadership-lost";
 
 /** One term of leadership: its fencing token, and a signal that aborts when it ends (the reason says why). */
@@ -37,8 +38,8 @@ export interface WaitOptions {
  * `signal` aborts or the election stops (the `cause` says which); a wait that
  * joined the election leaves it again first, so its key is gone by then.
  */
-export async function whenElected(host: LeadershipHost, options: WaitOptions = {}): Promise<number> {
-  const { signal } = options;
+export async function whenElected(host: LeadershipHost, options?: WaitOptions): Promise<number> {
+  const signal = checkSignal(checkOptions(options, "whenElected()").signal, "whenElected()");
   if (signal?.aborted) throw abortError(signal.reason);
   const joinedHere = !host.isRunning();
   if (joinedHere) host.start();

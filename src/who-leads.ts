@@ -1,6 +1,7 @@
 // "Who leads, once": one read of an election's leader without joining it or
 // following it. Every backend answers it (ElectionBackend.readLeader).
 import type { Leader } from "./backend";
+import { checkOptions, checkSignal } from "./abort";
 import { backendFor } from "./backends/select";
 import { abortError } from "./leadership-lost";
 import { resolveOptions, type ElectionOptions } from "./options";
@@ -14,8 +15,9 @@ export interface WhoLeadsOptions extends Pick<ElectionOptions, "requestTimeout">
  * The leader of the election at `key`, or undefined while nobody leads.
  * Bounded by the request timeout. The client and key are checked by the caller.
  */
-export async function whoLeads(client: unknown, key: string, options: WhoLeadsOptions = {}): Promise<Leader | undefined> {
-  const { signal, ...tuning } = options;
+export async function whoLeads(client: unknown, key: string, options?: WhoLeadsOptions): Promise<Leader | undefined> {
+  const { signal: given, ...tuning } = checkOptions(options, "whoLeads()");
+  const signal = checkSignal(given, "whoLeads()");
   const resolved = resolveOptions(undefined, tuning);
   if (signal?.aborted) throw abortError(signal.reason);
   // The name is never written: a read holds no membership.

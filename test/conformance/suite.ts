@@ -3,6 +3,7 @@
 // and how to act on it from outside.
 import { describe } from "node:test";
 import { backendCases } from "./backend-cases";
+import { claimCases } from "./claim-cases";
 import { electionCases } from "./election-cases";
 import { Harness } from "./harness";
 import { stopCases } from "./stop-cases";
@@ -18,5 +19,6 @@ export function runConformance(target: ConformanceTarget): void {
     electionCases(harness);
     stopCases(harness);
     backendCases(harness);
+    claimCases(harness);
   });
 }
