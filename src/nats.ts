@@ -13,6 +13,7 @@
 import type { Leader } from "./backend";
 import { NatsKvBackend } from "./backends/nats-kv";
 import { checkBucket, checkKey, type NatsKvBucket } from "./backends/nats-kv-client";
+import { MAX_TIMER_MS } from "./backends/nats-kv-watch";
 
 export type { NatsKvBucket };
 import { Election } from "./election";
@@ -49,7 +50,7 @@ export async function natsLeader(
     return natsLeader(b, k, n, rest);
   }
   const backend = backendFor(bucket, key, name ?? "", "name");
-  const resolved = optionsForBucket(await backend.bucketTtl(AbortSignal.timeout(requestTimeout(options))), options);
+  const resolved = optionsForBucket(await backend.bucketStatus(AbortSignal.timeout(requestTimeout(options))), options);
   return new Election(backend, name!, resolved);
 }
 
@@ -100,42 +101,72 @@ function requestTimeout(options: { requestTimeout?: number }): number {
 }
 
 /**
- * The member's timing on a bucket whose entries live `bucketTtlMs`: the
- * defaults follow the bucket's TTL (renew every half, step down a fifth
- * before it), and a bucket without a TTL, or one the timing does not fit, is
- * refused with both values named.
+ * The member's timing on a bucket whose entries live `ttlMs`: the defaults
+ * follow the bucket's TTL (renew every half, step down a fifth before it),
+ * and a bucket without a TTL, or one the timing does not fit, is refused with
+ * what the bucket holds and what was set named, before the shared checks
+ * (src/options.ts), which would name a `ttl` the user never set.
  */
-function optionsForBucket(bucketTtlMs: number, options: NatsElectionOptions): ResolvedOptions {
-  if (!(bucketTtlMs > 0)) {
+function optionsForBucket(bucket: { name: string; ttlMs: number }, options: ElectionOptions): ResolvedOptions {
+  const { ttlMs } = bucket;
+  if (!(ttlMs > 0)) {
     throw new RangeError(
       "the bucket has no TTL (max_age 0): a leader that crashed would hold the key forever; " +
         "create the bucket with one, e.g. `nats kv add --ttl 10s <bucket>` or Kvm.create(name, { ttl: 10_000 })",
     );
   }
-  if (options.ttl !== undefined && Number(options.ttl) * 1000 !== bucketTtlMs) {
+  if (options.ttl !== undefined && Number(options.ttl) * 1000 !== ttlMs) {
     throw new RangeError(
-      `the ttl option (${options.ttl} s) differs from the bucket's TTL (max_age ${bucketTtlMs} ms), which is what NATS applies: ` +
+      `the ttl option (${options.ttl} s) differs from the bucket's TTL (max_age ${ttlMs} ms), which is what NATS applies: ` +
         "leave the ttl option out, or make the bucket's TTL match",
     );
   }
-  // Checked before the shared checks, so that the message names the bucket's TTL.
-  const refreshInterval = typeof options.refreshInterval === "number" ? options.refreshInterval : bucketTtlMs / 2;
-  const stepDownMargin = typeof options.stepDownMargin === "number" ? options.stepDownMargin : bucketTtlMs / 5;
-  if (!(bucketTtlMs - stepDownMargin > refreshInterval)) throw tooShort(bucketTtlMs, refreshInterval, stepDownMargin);
-  return resolveOptions(undefined, {
-    refreshInterval: bucketTtlMs / 2,
-    stepDownMargin: bucketTtlMs / 5,
-    requestTimeout: Math.min(bucketTtlMs / 2, 5_000),
-    ...options,
-    // Whole seconds for the shared checks; the claim carries the exact TTL.
-    ttl: Math.ceil(bucketTtlMs / 1000),
-  });
+  if (ttlMs > MAX_TIMER_MS) {
+    throw new RangeError(
+      `the bucket ${JSON.stringify(bucket.name)} keeps entries for ${days(ttlMs)} (max_age ${ttlMs} ms), ` +
+        `longer than a Node.js timer can wait (${MAX_TIMER_MS} ms, about 24.8 days), and a leader's deadline is ` +
+        "counted on one: make the bucket with a shorter TTL (a crashed leader's key lives that long; seconds to " +
+        "minutes are usual), e.g. `nats kv add --ttl 1m <bucket>`",
+    );
+  }
+  const resolve = () =>
+    resolveOptions(undefined, {
+      refreshInterval: ttlMs / 2,
+      stepDownMargin: ttlMs / 5,
+      requestTimeout: Math.min(ttlMs / 2, 5_000),
+      ...options,
+      // Whole seconds for the shared checks; the claim carries the exact TTL.
+      ttl: Math.ceil(ttlMs / 1000),
+    });
+  const { refreshInterval = ttlMs / 2, stepDownMargin = ttlMs / 5, retryInitialDelay = 100 } = options;
+  // A value that is no number is named by the shared checks.
+  if (![refreshInterval, stepDownMargin, retryInitialDelay].every((value) => typeof value === "number")) return resolve();
+  if (!(ttlMs - stepDownMargin > refreshInterval)) {
+    throw new RangeError(
+      `the bucket's TTL (max_age ${ttlMs} ms) is too short for this member's timing: ` +
+        `${timing("refreshInterval", refreshInterval, options.refreshInterval, "TTL/2")} and ` +
+        `${timing("stepDownMargin", stepDownMargin, options.stepDownMargin, "TTL/5")} need a TTL above ` +
+        `${refreshInterval + stepDownMargin} ms; give the bucket a longer TTL or the member shorter timings`,
+    );
+  }
+  const longestRetryDelay = Math.min(5_000, refreshInterval);
+  if (options.retryMaxDelay === undefined && retryInitialDelay > longestRetryDelay) {
+    throw new RangeError(
+      `retryInitialDelay (${retryInitialDelay} ms) is longer than the longest retry delay, which is by default the ` +
+        `refresh interval (${longestRetryDelay} ms${options.refreshInterval === undefined ? ", half the bucket's TTL" : ""}), ` +
+        "at most 5 s: set retryMaxDelay too, or a shorter retryInitialDelay",
+    );
+  }
+  return resolve();
 }
 
-function tooShort(bucketTtlMs: number, refreshInterval: number, stepDownMargin: number): RangeError {
-  return new RangeError(
-    `the bucket's TTL (max_age ${bucketTtlMs} ms) is too short for this member's timing: refreshInterval ` +
-      `${refreshInterval} ms and stepDownMargin ${stepDownMargin} ms need a TTL above ` +
-      `${refreshInterval + stepDownMargin} ms; give the bucket a longer TTL or the member shorter timings`,
-  );
+/** "refreshInterval 900 ms", or "refreshInterval 1000 ms (the default, TTL/2)" for one not set. */
+function timing(name: string, value: number, given: unknown, defaultIs: string): string {
+  return `${name} ${value} ms${given === undefined ? ` (the default, ${defaultIs})` : ""}`;
+}
+
+/** A duration in days, for a message: "25 days". */
+function days(ms: number): string {
+  const value = Math.round((ms / 86_400_000) * 10) / 10;
+  return `${value} day${value === 1 ? "" : "s"}`;
 }

@@ -23,6 +23,7 @@ const TTL_MS = 2_000;
 /** Generous: elections settle in milliseconds, but the machine is shared. */
 const BOUND_MS = 15_000;
 const KEY = "leader";
+const DAY_MS = 86_400_000;
 
 let server: NatsServer;
 let nc: NatsConnection;
@@ -445,6 +446,48 @@ describe("bad input is refused at once", () => {
       return true;
     });
     await assert.rejects(natsLeader(kv, KEY, "a", { ttl: 5 }), /ttl option \(5 s\) differs from the bucket's TTL \(max_age 1000 ms\)/);
+  });
+
+  it("a bucket whose max age does not fit a Node.js timer: RangeError naming the bucket and its max age, not a ttl option", async () => {
+    const name = `long_${++buckets}`;
+    const kv = await kvm.create(name, { ttl: 25 * DAY_MS, history: 1 });
+    await assert.rejects(natsLeader(kv, KEY, "a"), (err: Error) => {
+      assert.ok(err instanceof RangeError);
+      assert.match(err.message, new RegExp(`the bucket "${name}" keeps entries for 25 days \\(max_age 2160000000 ms\\)`));
+      assert.match(err.message, /shorter TTL/);
+      assert.doesNotMatch(err.message, /\bttl must\b|2160000\b/);
+      return true;
+    });
+    assert.equal(await kv.get(KEY), null);
+  });
+
+  it("an observer on a bucket whose max age is longer than a timer holds waits for it in steps (no timer overflow)", async () => {
+    const kv = await kvm.create(`long_${++buckets}`, { ttl: 25 * DAY_MS, history: 1 });
+    await kv.put(KEY, "holder");
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on("warning", onWarning);
+    const observer = natsLeader.observe(kv, KEY).start();
+    try {
+      await waitFor("the observer to see the holder", BOUND_MS, () => observer.currentLeader() === "holder");
+      await sleep(100);
+      assert.deepEqual(warnings, []);
+      assert.equal(observer.currentLeader(), "holder");
+    } finally {
+      observer.stop();
+      process.off("warning", onWarning);
+    }
+  });
+
+  it("timing the bucket's TTL does not fit: the message says which values are defaults, and names no option that was not set", async () => {
+    const kv = await freshBucket(2_000);
+    await assert.rejects(natsLeader(kv, KEY, "a", { stepDownMargin: 1_500 }), /refreshInterval 1000 ms \(the default, TTL\/2\) and stepDownMargin 1500 ms need a TTL above 2500 ms/);
+    await assert.rejects(natsLeader(kv, KEY, "a", { retryInitialDelay: 2_000 }), (err: Error) => {
+      assert.ok(err instanceof RangeError);
+      assert.match(err.message, /^retryInitialDelay \(2000 ms\) is longer than the longest retry delay, which is by default the refresh interval \(1000 ms, half the bucket's TTL\)/);
+      assert.match(err.message, /set retryMaxDelay too/);
+      return true;
+    });
   });
 
   it("a handle that is no KV bucket, and a key NATS refuses: TypeError", async () => {

@@ -6,6 +6,13 @@
 import { untilAborted } from "../abort";
 import { keyState, type KeyState, type NatsKvBucket, type NatsKvWatch } from "./nats-kv-client";
 
+/**
+ * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
+ * longer one fires after 1 ms instead. An observer on a bucket whose max age
+ * is longer waits in steps of this.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class KeyWatch {
   private readonly queue: KeyState[] = [];
   private peeker: ((entry: KeyState) => void) | undefined;
@@ -50,7 +57,8 @@ export class KeyWatch {
           this.wake = undefined;
           resolve();
         };
-        const timer = wait === Infinity ? undefined : setTimeout(done, wait);
+        // A longer wait (a bucket whose max age is weeks) in steps a timer can hold: the loop looks again.
+        const timer = wait === Infinity ? undefined : setTimeout(done, Math.min(wait, MAX_TIMER_MS));
         signal.addEventListener("abort", done, { once: true });
         this.wake = done;
       });

@@ -76,12 +76,17 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
    * bucket went missing (it may come back with another TTL). 0: no expiry.
    */
   async bucketTtl(signal: AbortSignal): Promise<number> {
+    return (await this.bucketStatus(signal)).ttlMs;
+  }
+
+  /** The bucket's name and TTL, read as bucketTtl() reads them. */
+  async bucketStatus(signal: AbortSignal): Promise<{ name: string; ttlMs: number }> {
     if (this.ttl === undefined) {
       const status = await untilAborted("read bucket status", this.bucket.status(), signal);
       this.bucketName = status.bucket;
       this.ttl = status.ttl;
     }
-    return this.ttl;
+    return { name: this.bucketName, ttlMs: this.ttl };
   }
 
   async awaitTurn(held: Claim<NatsMembership> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
