@@ -14,6 +14,7 @@ import { MembershipLostError } from "../src/errors";
 import type { Election } from "../src/election";
 import { natsLeader } from "../src/nats";
 import { FaultProxy } from "./helpers/fault-proxy";
+import { GoStyleMember } from "./helpers/go-style-member";
 import { startNats, type NatsServer } from "./helpers/nats-server";
 import { makeTestPki } from "./helpers/tls";
 import { deferred, exitOrFail, sleep, waitFor, withDeadline } from "./helpers/waiting";
@@ -123,35 +124,8 @@ function markersWithTheNextWrite(iterator: WatchIterator): WatchIterator {
   } as WatchIterator;
 }
 
-/** A member written on the raw KV the way the Go implementation works: create, then update with its last revision, never a delete. */
-class ForeignMember {
-  revision = 0;
-  private timer: NodeJS.Timeout | undefined;
-  constructor(
-    private readonly kv: KV,
-    readonly name: string,
-  ) {}
-
-  /** One campaign tick: true if it holds the key after it. */
-  async tick(): Promise<boolean> {
-    try {
-      this.revision = this.revision ? await this.kv.update(KEY, this.name, this.revision) : await this.kv.create(KEY, this.name);
-      return true;
-    } catch {
-      this.revision = 0;
-      return false;
-    }
-  }
-
-  keepTicking(everyMs: number): void {
-    this.timer = setInterval(() => void this.tick(), everyMs);
-  }
-
-  /** Stops, as a crash would: the key stays until it ages out. */
-  stop(): void {
-    clearInterval(this.timer);
-  }
-}
+/** A member on the raw KV that works as the Go implementation does, driven by hand here: one tick per tick(). */
+const goStyleMember = (kv: KV, name: string) => new GoStyleMember(kv, KEY, name, TTL_MS);
 
 describe("NATS KV elections (nats-server 2.9)", () => {
   it("elects one of three members; the others are told its name, and the token is the create's revision", async () => {
@@ -253,7 +227,7 @@ describe("NATS KV elections (nats-server 2.9)", () => {
 
   it("followers take over a key nobody renews (a crashed holder) once it ages out: no event tells them, the arrival of its last write does", async (t) => {
     const kv = await freshBucket();
-    const crashed = new ForeignMember(kv, "crashed");
+    const crashed = goStyleMember(kv, "crashed");
     assert.ok(await crashed.tick());
     const lastWriteAcked = performance.now();
     const members = await Promise.all(["a", "b"].map((name) => member(kv, name)));
@@ -374,7 +348,7 @@ describe("NATS KV elections (nats-server 2.9)", () => {
 
   it("the observer learns of a leader's silent expiry without a watch event", async () => {
     const kv = await freshBucket();
-    const crashed = new ForeignMember(kv, "crashed");
+    const crashed = goStyleMember(kv, "crashed");
     assert.ok(await crashed.tick());
     const observer = natsLeader.observe(kv, KEY).start();
     try {
@@ -504,9 +478,10 @@ describe("bad input is refused at once", () => {
 describe("one election with a member of the Go implementation's protocol", () => {
   it("never leads at the same time as ours, in either direction", async () => {
     const kv = await freshBucket();
-    const foreign = new ForeignMember(kv, "go-member");
+    const foreign = goStyleMember(kv, "go-member");
     assert.ok(await foreign.tick());
-    foreign.keepTicking(TTL_MS * 0.4);
+    // Ticking every 0.75 × TTL from now on: its updates keep the key.
+    foreign.start();
     const ours = await member(kv, "ours");
     await waitFor("ours to name the foreign leader", BOUND_MS, () =>
       ours.events.some((e) => e.type === "leader" && e.value === "go-member"),
@@ -514,7 +489,7 @@ describe("one election with a member of the Go implementation's protocol", () =>
     await sleep(TTL_MS * 1.5);
     assert.equal(ours.election.isLeader(), false, "ours led while the foreign member renewed");
     // The foreign member crashes: ours take over once its entry aged out.
-    foreign.stop();
+    await foreign.stop();
     await oneLeader([ours], "ours to take over");
     // Now the foreign member campaigns and must fail while ours renews.
     for (let i = 0; i < 5; i++) {
