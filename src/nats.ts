@@ -10,6 +10,14 @@
 // The TTL is the bucket's max_age, the same for every key in it; the member
 // reads it from the bucket's status, so `natsLeader` is async, and refuses
 // there, at once, a bucket without a TTL or one too short for the timing.
+//
+// In an election with Go members, followers, observers and whoLeads() name
+// the member that holds the key from its winning create on, while a Go
+// member says it leads only after its next update (0.75 × TTL later) plus
+// 200 ms, and one of ours with `goMembers` only after its wait; one that dies
+// before it says so is named until its key ages out. They name the holder
+// because nobody else can lead while it holds the key; when the holder will
+// say it leads depends on its implementation and is nowhere in the store.
 import type { Leader } from "./backend";
 import { NatsKvBackend } from "./backends/nats-kv";
 import { checkBucket, checkKey, type NatsKvBucket } from "./backends/nats-kv-client";
@@ -22,7 +30,21 @@ import { LeaderObserver } from "./observer";
 import { resolveOptions, type ElectionOptions, type ResolvedOptions } from "./options";
 
 /** Timing for a member on a bucket: as for etcd, with defaults that follow the bucket's TTL. `ttl` may be left out. */
-export type NatsElectionOptions = ElectionOptions;
+export interface NatsElectionOptions extends ElectionOptions {
+  /**
+   * Members of the Go nats-kv-leader-elect may take part in this election.
+   * A Go leader has no watch: after its key is deleted or purged it goes on
+   * saying it leads until its next campaign tick's update fails, up to
+   * 0.75 × TTL + 5 s after its last write. With this option a member that
+   * wins the key holds it (renewing it) and says `elected` only once
+   * 0.75 × TTL + 5.2 s have passed since the newest earlier write to the key
+   * reached it (or since it began watching, if none did), so that the two
+   * never lead at once. A win over a key that aged out costs nothing more
+   * (TTL ≥ 21 s); one after a delete or purge, or a first win after starting,
+   * up to 0.75 × TTL + 5.2 s. Default false. An observer ignores it.
+   */
+  goMembers?: boolean;
+}
 
 /** The one-object form: `natsLeader({ bucket, key, name, ...options })`. */
 export interface NatsElectionSettings extends NatsElectionOptions {
@@ -50,7 +72,9 @@ export async function natsLeader(
     return natsLeader(b, k, n, rest);
   }
   const backend = backendFor(bucket, key, name ?? "", "name");
-  const resolved = optionsForBucket(await backend.bucketStatus(AbortSignal.timeout(requestTimeout(options))), options);
+  const { goMembers, timing } = splitOptions(options);
+  const resolved = optionsForBucket(await backend.bucketStatus(AbortSignal.timeout(requestTimeout(timing))), timing);
+  if (goMembers) backend.waitForGoMembers(resolved);
   return new Election(backend, name!, resolved);
 }
 
@@ -59,7 +83,8 @@ export namespace natsLeader {
   export function observe(bucket: NatsKvBucket, key: string, options: NatsElectionOptions = {}): LeaderObserver {
     const backend = backendFor(bucket, key, "observer");
     // The bucket's TTL is read when the observer starts; these only pace its retries.
-    return new LeaderObserver(backend, resolveOptions(undefined, { ...options, ttl: undefined }));
+    const { timing } = splitOptions(options);
+    return new LeaderObserver(backend, resolveOptions(undefined, { ...timing, ttl: undefined }));
   }
 
   /** One read of who leads the election on `key`: `{ name, token }`, or undefined while nobody does. */
@@ -93,6 +118,21 @@ function backendFor(bucket: unknown, key: unknown, name: unknown, nameRole?: "na
     throw new TypeError(`name must be a non-empty string, got ${JSON.stringify(name)}`);
   }
   return new NatsKvBackend(bucket, key, String(name));
+}
+
+/**
+ * The NATS-only options apart from the timing, which is checked as etcd's
+ * is (src/options.ts refuses any option it does not know).
+ */
+function splitOptions(options: NatsElectionOptions): { goMembers: boolean; timing: ElectionOptions } {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`options must be an object, got ${options === null ? "null" : typeof options}`);
+  }
+  const { goMembers, ...timing } = options;
+  if (goMembers !== undefined && typeof goMembers !== "boolean") {
+    throw new TypeError(`goMembers must be true or false, got ${typeof goMembers === "string" ? JSON.stringify(goMembers) : typeof goMembers}`);
+  }
+  return { goMembers: goMembers === true, timing };
 }
 
 /** The timeout for the reads made before the options are resolved against the bucket. */

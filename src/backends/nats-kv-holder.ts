@@ -80,7 +80,8 @@ export class KeyHolder {
     }
   }
 
-  private async stillOurs(membership: NatsMembership, state: KeyState): Promise<boolean> {
+  /** Whether `state`, an entry or a read of the key, shows it still ours. */
+  async stillOurs(membership: NatsMembership, state: KeyState): Promise<boolean> {
     // No entry at all: it aged out (or the bucket was emptied).
     if (state.revision === 0) return false;
     if (state.revision < membership.revision) return true;

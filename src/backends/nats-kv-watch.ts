@@ -3,6 +3,10 @@
 // must have expired, whichever comes first. On nats-server 2.9 an entry that
 // ages out gives a watch no event, so the deadline is how followers learn of
 // a crashed leader; deletes and purges arrive as entries.
+//
+// The watch also remembers, for its latest entries, when the newest value
+// written before each arrived (valueWrittenBefore): a member that leads
+// beside Go members counts its wait from there (nats-kv-go-members.ts).
 import { untilAborted } from "../abort";
 import { keyState, type KeyState, type NatsKvBucket, type NatsKvWatch } from "./nats-kv-client";
 
@@ -13,6 +17,9 @@ import { keyState, type KeyState, type NatsKvBucket, type NatsKvWatch } from "./
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** How many of the latest entries valueWrittenBefore() can answer for: a won write is looked up within milliseconds. */
+const REMEMBERED_ENTRIES = 32;
+
 export class KeyWatch {
   private readonly queue: KeyState[] = [];
   private peeker: ((entry: KeyState) => void) | undefined;
@@ -20,8 +27,21 @@ export class KeyWatch {
   private ended: Error | undefined;
   private wake: (() => void) | undefined;
   private closed = false;
+  /**
+   * performance.now() by which the newest value entry delivered so far was
+   * written (its arrival); until one arrives, when the watch opened: it
+   * delivers every write after that, so any value it did not deliver was
+   * written before then.
+   */
+  private valueWrittenBy: number;
+  /** For the latest entries: the revision, and valueWrittenBy as it was just before that entry arrived. */
+  private readonly recent: Array<{ revision: number; valueBefore: number }> = [];
 
-  private constructor(private readonly iterator: NatsKvWatch) {
+  private constructor(
+    private readonly iterator: NatsKvWatch,
+    openedAt: number,
+  ) {
+    this.valueWrittenBy = openedAt;
     void this.pump();
   }
 
@@ -35,7 +55,8 @@ export class KeyWatch {
       },
       () => undefined,
     );
-    return new KeyWatch(await untilAborted("watch", opening, signal));
+    const iterator = await untilAborted("watch", opening, signal);
+    return new KeyWatch(iterator, performance.now());
   }
 
   /**
@@ -86,6 +107,21 @@ export class KeyWatch {
     };
   }
 
+  /**
+   * For the entry at `revision`, once it has arrived: a performance.now()
+   * time by which every value written to the key before it had been written
+   * (the arrival of the newest one, or when the watch opened if none came
+   * before it). "pending" until it arrives; "unknown" if the watch went past
+   * it without it, ended, or no longer remembers it.
+   */
+  valueWrittenBefore(revision: number): number | "pending" | "unknown" {
+    const seen = this.recent.find((entry) => entry.revision === revision);
+    if (seen) return seen.valueBefore;
+    // Entries come in order: one past `revision` means it will not come (or is forgotten).
+    const passed = (this.recent.at(-1)?.revision ?? 0) > revision;
+    return passed || this.ended || this.closed ? "unknown" : "pending";
+  }
+
   close(): void {
     this.closed = true;
     stopWatch(this.iterator);
@@ -95,6 +131,9 @@ export class KeyWatch {
     try {
       for await (const entry of this.iterator) {
         const state = keyState(entry);
+        this.recent.push({ revision: state.revision, valueBefore: this.valueWrittenBy });
+        if (this.recent.length > REMEMBERED_ENTRIES) this.recent.shift();
+        if (state.name !== undefined) this.valueWrittenBy = state.seenAt;
         this.queue.push(state);
         this.peeker?.(state);
         this.wake?.();

@@ -31,10 +31,16 @@
 // write after S and keeps it at least TTL from the stamp, so while the old
 // leader believes, its entry exists and no create can succeed. By the time a
 // create can succeed, the old leader stopped believing stepDownMargin ago.
+// A key deleted or purged from outside is the exception: our old leader
+// learns of it from its watch as fast as the winner does, but a Go leader,
+// which has no watch, only at its next tick. Where Go members may take part
+// (the goMembers option), the winner holds the key until they must have
+// stood down (nats-kv-go-members.ts).
 import { untilAborted } from "../abort";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../backend";
 import { log } from "../log";
 import { nextTurn } from "../turns";
+import { GoMemberWait, type GoMemberTiming } from "./nats-kv-go-members";
 import { KeyHolder, type NatsMembership } from "./nats-kv-holder";
 import { KeyWatch } from "./nats-kv-watch";
 import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats-kv-client";
@@ -57,6 +63,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   private ttl: number | undefined;
   /** The bucket's name, once its status was read. */
   private bucketName = "";
+  /** Set where Go members may take part: a win is led on only once they must have stood down. */
+  private goMembers: GoMemberWait | undefined;
 
   constructor(
     private readonly bucket: NatsKvBucket,
@@ -69,6 +77,15 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   /** "NATS KV <bucket>/<key>", for logs and diagnostics. */
   get description(): string {
     return `NATS KV ${this.bucketName ? `${this.bucketName}/` : ""}${this.key}`;
+  }
+
+  /**
+   * Members of the Go implementation may take part: from now on a member
+   * that wins the key holds it, renewing it with this timing, and leads only
+   * once a Go leader that lost the key must have noticed.
+   */
+  waitForGoMembers(timing: GoMemberTiming): void {
+    this.goMembers = new GoMemberWait(this.holder, timing);
   }
 
   /**
@@ -130,7 +147,17 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           } finally {
             stopPeeking();
           }
-          if (typeof won === "object") return won;
+          if (typeof won === "object") {
+            if (!this.goMembers) return won;
+            const led = await this.goMembers.hold(won, performance.now(), watch, signal);
+            if (led) return led;
+            // Lost while Go members stood down: whoever holds the key now is
+            // found as after a lost race.
+            log.nats("lost %s (token %d) before leading on it", this.key, won.token);
+            marker = undefined;
+            overdue = undefined;
+            continue;
+          }
           // The write that beat ours (revision `won`) is usually on the watch
           // already: the new leader is known without a read.
           const current = watch.newest(won) ?? keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
