@@ -75,6 +75,19 @@ for (const api of BACKENDS) {
   });
 }
 
+describe("etcd-leader run with hooks, and what a hook leaves in its process group (v3)", { timeout: 60_000 }, () => {
+  it("a hook whose shell leaves a background job is done when the job is: the command starts after it", async () => {
+    const key = `/cli-hooks/${randomUUID()}`;
+    const log = newLog();
+    const a = startCli([...base("v3", "a"), "--on-elected", `sleep 1 & ${hook(log, "begin")}`, key, "--", process.execPath, CHILD, log.path]);
+    const start = await log.waitFor("the command", START_MS, (r) => r.find((x) => x.event === "start"));
+    const begin = log.records().find((r) => r.event === "begin")!;
+    assert.ok(start.at - begin.at >= 900, `the command started ${start.at - begin.at} ms after the hook's shell exited, before its sleep ended`);
+    a.kill("SIGTERM");
+    assert.equal((await a.exited).code, 0, a.output());
+  });
+});
+
 describe("etcd-leader run with hooks, leadership lost (v3)", { timeout: 60_000 }, () => {
   it("an end hook that fails after the membership was deleted from outside makes the CLI exit 75", async () => {
     const key = `/cli-hooks/${randomUUID()}`;

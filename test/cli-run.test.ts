@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { BACKENDS } from "./faults/types";
+import { livingInGroups } from "./fixtures/process-table.cjs";
 import { alive, CHILD, CommandLog, NATS_BUCKET_TTL_SECONDS, overlaps, runCli, startCli, useCliTestEnvironment, type CliStore } from "./helpers/cli-process";
 import { sleep, waitFor } from "./helpers/waiting";
 
@@ -73,7 +74,7 @@ for (const api of STORES) {
         const orphanStopped = log.records().find((r) => r.event === "sigterm" && r.name === "a");
         assert.ok(orphanStopped, "the orphan guard stopped a's command");
         assert.ok(orphanStopped.at <= bStart.at, "a's orphaned command was stopped before b's started");
-        // Reaped by init once it exits, which may take a moment on a loaded machine.
+        // Stopped by the orphan guard, which may take a moment on a loaded machine.
         await waitFor("a's command to be gone", 5_000, () => !alive(aStart.pid));
         assert.deepEqual(overlaps(log.records()), []);
         b.kill("SIGTERM");
@@ -146,3 +147,31 @@ for (const api of STORES) {
   });
 }
 
+describe("etcd-leader run: a command's whole process group (etcd v3)", { timeout: 120_000 }, () => {
+  it("a command that forks a process and exits runs until that process is gone, and is stopped with it at the term's end", async () => {
+    const key = `/cli/${randomUUID()}`;
+    const a = startCli(["run", "--json", ...storeArgs("v3"), "--ttl", "2", "--grace", "1", "--name", "a", key, "--", "/bin/sh", "-c", "sleep 30 & exit 5"]);
+    const start = await a.waitForEvent("command-start", START_MS);
+    const runsOn = await a.waitForEvent("command-runs-on", 5_000);
+    assert.equal(runsOn.code, 5, "the first process's exit code");
+    assert.equal(livingInGroups([Number(start.pid)]).length, 1, "its sleep runs");
+    await sleep(600);
+    assert.ok(a.running, "the CLI goes on leading");
+    assert.equal(a.events.filter((e) => e.event === "command-exit").length, 0, "no exit reported while the sleep runs");
+    a.kill("SIGTERM");
+    assert.equal((await a.exited).code, 0);
+    const exit = a.events.find((e) => e.event === "command-exit");
+    assert.equal(exit?.code, 5, "the exit reported is the first process's");
+    assert.deepEqual(livingInGroups([Number(start.pid)]), [], "the sleep was stopped");
+  });
+
+  it("a command whose forked process exits later: the CLI leaves then, with the first process's exit code", async () => {
+    const key = `/cli/${randomUUID()}`;
+    const args = ["run", "--json", ...storeArgs("v3"), "--ttl", "2", "--name", "a", key, "--", "/bin/sh", "-c", "sleep 1 & exit 5"];
+    const a = startCli(args);
+    const start = await a.waitForEvent("command-start", START_MS);
+    assert.equal((await a.exited).code, 5);
+    const exit = a.events.find((e) => e.event === "command-exit")!;
+    assert.ok(exit.atMs - start.atMs >= 900, `the command's exit reported ${exit.atMs - start.atMs} ms after its start, before its sleep ended`);
+  });
+});

@@ -95,7 +95,8 @@ export class Hooks {
     const timer = setTimeout(() => stop(`stopped after ${this.settings.timeoutMs} ms`), this.settings.timeoutMs);
     term?.addEventListener("abort", onTermEnd, { once: true });
     if (term?.aborted) onTermEnd();
-    const exit = await group.exited;
+    // A hook is done when nothing it started in its group runs: its shell's background jobs are part of it.
+    const exit = await group.gone;
     clearTimeout(timer);
     term?.removeEventListener("abort", onTermEnd);
     if (why) return why;

@@ -12,7 +12,8 @@
 // The CLI starts one guard and keeps a pipe to its stdin. Each command (and
 // hook) runs in its own process group, and the CLI writes
 //   watch <pgid> <signal> <graceMs>   when it starts one,
-//   forget <pgid>                      once it has reaped it,
+//   forget <pgid>                      once no process of the group runs (its
+//                                      first process exiting is not enough),
 //   lease <epoch ms>                   when a term starts and on every renewal:
 //                                      the deadline the member believes it leads until,
 //   lease none                         when the term ends (before the end hook runs),
@@ -23,10 +24,14 @@
 // `done`, the kernel has closed it for a CLI that is gone: the guard stops
 // every watched group the same way (the CLI died at or before its lease
 // deadline, so this is the earliest anyone could stop the command) and exits.
+// A group it stops counts as gone once no process of it runs, zombies aside
+// (group-liveness.ts): where PID 1 does not reap orphans, a zombie stays a
+// member of its group for good.
 // It runs in a process group of its own, so that a signal to the CLI's group
 // (SIGSTOP included) does not reach it, and ignores SIGINT, SIGTERM and
 // SIGHUP should one come anyway.
 import { createInterface } from "node:readline";
+import { groupIsAlive } from "./group-liveness";
 
 interface Watched {
   signal: NodeJS.Signals;
@@ -88,8 +93,7 @@ function checkStopping(): void {
   for (const [pgid, group] of watched) {
     longestGrace = Math.max(longestGrace, group.graceMs);
     if (group.stoppedAt === undefined) continue;
-    const alive = signalGroup(pgid, 0);
-    if (!alive) watched.delete(pgid);
+    if (!groupIsAlive(pgid)) watched.delete(pgid);
     else if (now - group.stoppedAt >= group.graceMs) signalGroup(pgid, "SIGKILL");
   }
   if (orphanedAt !== undefined && (watched.size === 0 || now - orphanedAt > longestGrace + LINGER_MS)) process.exit(0);
@@ -100,7 +104,7 @@ function checkStopping(): void {
 }
 
 /** Signals a process group; false once the group is gone. */
-function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
+function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
   try {
     process.kill(-pgid, signal);
     return true;

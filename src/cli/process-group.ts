@@ -2,9 +2,17 @@
 // command's own children are stopped with it, and so that a Ctrl-C at the
 // terminal reaches the CLI alone, which then stops the command in order
 // (signal, grace period, SIGKILL) after it has decided to.
+//
+// The group is what counts, not its first process: a shell that dies of the
+// stop signal leaves behind a child that ignores it, and a command that forks
+// a daemon and exits leaves the daemon. So the command is done (`gone`) only
+// once no process of its group runs; until then the kill timer stays set, the
+// orphan guard keeps watching the group, and stop() goes on to SIGKILL. The
+// exit reported is always the first process's.
 import { spawn, type ChildProcess } from "node:child_process";
 import { constants } from "node:os";
 import { CliError, EXIT } from "./exit";
+import { groupIsAlive } from "./group-liveness";
 import type { OrphanGuard } from "./orphan-guard-client";
 
 export interface CommandSpec {
@@ -22,22 +30,37 @@ export interface Exit {
   signal: NodeJS.Signals | null;
 }
 
+/**
+ * After the first process exited, how often the rest of the group is looked
+ * for: often while it is being stopped (the term's end waits for it), seldom
+ * while it runs on by itself (a daemon the command forked).
+ */
+const STOPPING_POLL_MS = 50;
+const RUNNING_ON_POLL_MS = 500;
+
 export class ProcessGroup {
-  /** Resolves once the command has exited. */
+  /** Resolves when the first process (the command itself) has exited, with how it exited. */
   readonly exited: Promise<Exit>;
+  /** Resolves once no process of the group runs (zombies aside), with how its first process exited. */
+  readonly gone: Promise<Exit>;
+  private firstExit: Exit | undefined;
+  private ended = false;
+  private stopSent = false;
   private killTimer: NodeJS.Timeout | undefined;
-  private stopSentAt: number | undefined;
+  private poll: NodeJS.Timeout | undefined;
+  private resolveGone!: (exit: Exit) => void;
 
   private constructor(
     private readonly child: ChildProcess,
     private readonly spec: CommandSpec,
-    guard: OrphanGuard,
+    private readonly guard: OrphanGuard,
   ) {
+    this.gone = new Promise((resolve) => (this.resolveGone = resolve));
     this.exited = new Promise((resolve) => {
       child.once("exit", (code, signal) => {
-        clearTimeout(this.killTimer);
-        guard.forget(this.pid);
-        resolve({ code: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal });
+        this.firstExit = { code: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal };
+        resolve(this.firstExit);
+        this.checkGone();
       });
     });
   }
@@ -68,22 +91,38 @@ export class ProcessGroup {
     return this.child.pid!;
   }
 
-  /** When the stop signal was sent (Date.now()), if it was. */
-  get stoppingSince(): number | undefined {
-    return this.stopSentAt;
+  /** Whether no process of the group runs any more; `gone` has resolved, or will in this tick. */
+  get isGone(): boolean {
+    return this.ended;
   }
 
   /**
    * Sends the stop signal to the whole group now, and SIGKILL after the grace
-   * period if the command is still running. Resolves when it has exited.
+   * period if any process of it still runs. Resolves when the group is gone.
    */
   stop(): Promise<Exit> {
-    if (this.stopSentAt === undefined && this.child.exitCode === null && this.child.signalCode === null) {
-      this.stopSentAt = Date.now();
+    if (!this.stopSent && !this.ended) {
+      this.stopSent = true;
       signalGroup(this.pid, this.spec.stopSignal);
       this.killTimer = setTimeout(() => signalGroup(this.pid, "SIGKILL"), this.spec.graceMs);
+      // Already polling for the rest of the group: poll faster from now on.
+      if (this.poll !== undefined) this.checkGone();
     }
-    return this.exited;
+    return this.gone;
+  }
+
+  /** Once the first process has exited: whether the rest of the group is gone too, and if not, when to look again. */
+  private checkGone(): void {
+    clearTimeout(this.poll);
+    this.poll = undefined;
+    if (groupIsAlive(this.pid)) {
+      this.poll = setTimeout(() => this.checkGone(), this.stopSent ? STOPPING_POLL_MS : RUNNING_ON_POLL_MS);
+      return;
+    }
+    this.ended = true;
+    clearTimeout(this.killTimer);
+    this.guard.forget(this.pid);
+    this.resolveGone(this.firstExit!);
   }
 }
 

@@ -9,7 +9,10 @@
 //   then the end hook; the command starts again in this member's next term.
 // - The command exits by itself while leading: with --restart it starts again
 //   (after a second); otherwise the end hook runs, the member leaves, and the
-//   CLI exits with the command's code.
+//   CLI exits with the command's code. The command is its whole process
+//   group: one whose first process exits while others of its group run on (a
+//   forked daemon) still runs, is stopped at the term's end, and has exited
+//   only once none of them is left; its code is the first process's.
 // - SIGINT or SIGTERM to the CLI: the command is stopped as above, the end
 //   hook runs, the member leaves, and the CLI exits 0.
 // - Without a command, the hooks alone mark the term (elector's model).
@@ -19,7 +22,7 @@ import { delay } from "./delay";
 import { CliError, EXIT } from "./exit";
 import { Hooks, type HookSettings } from "./hooks";
 import { OrphanGuard } from "./orphan-guard-client";
-import { ProcessGroup } from "./process-group";
+import { ProcessGroup, type Exit } from "./process-group";
 import type { Reporter } from "./report";
 import type { Store } from "./store";
 import { readLeader } from "./who";
@@ -143,9 +146,19 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
       };
       signal.addEventListener("abort", stop, { once: true });
       if (signal.aborted) stop();
-      const exit = await child.exited;
+      void child.exited.then((first) => {
+        // Checked a tick after the exit, once the group was first looked for.
+        if (child.isGone) return;
+        reporter.state(
+          "command-runs-on",
+          `${command} (pid ${child.pid}) exited (${describeExit(first)}), and processes of its group run on: the command runs until they are gone`,
+          { pid: child.pid, code: first.code, signal: first.signal },
+        );
+      });
+      // The command runs until no process of its group does, whatever its first process did.
+      const exit = await child.gone;
       signal.removeEventListener("abort", stop);
-      reporter.state("command-exit", `${command} (pid ${child.pid}) exited: ${exit.signal ? `killed by ${exit.signal}` : `code ${exit.code}`}`, {
+      reporter.state("command-exit", `${command} (pid ${child.pid}) exited: ${describeExit(exit)}`, {
         pid: child.pid,
         code: exit.code,
         signal: exit.signal,
@@ -195,6 +208,10 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
     unsubscribe(etcdLeader.channels.renewal, onRenewal);
     guard.close();
   }
+}
+
+function describeExit(exit: Exit): string {
+  return exit.signal ? `killed by ${exit.signal}` : `code ${exit.code}`;
 }
 
 function ended(signal: AbortSignal): Promise<number> {

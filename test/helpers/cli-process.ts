@@ -11,6 +11,7 @@ import { createInterface } from "node:readline";
 import { after, afterEach, before } from "node:test";
 import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
+import { livingProcesses } from "../fixtures/process-table.cjs";
 import { startEtcd, type EtcdCluster } from "./etcd-server";
 import { startNats, type NatsServer } from "./nats-server";
 import { exitOrFail, sleep } from "./waiting";
@@ -183,14 +184,12 @@ export class CommandLog {
   }
 }
 
-/** Whether process `pid` still exists. */
+/**
+ * Whether process `pid` still runs. A zombie does not: an orphan's zombie
+ * stays until PID 1 reaps it, which in many containers it never does.
+ */
 export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  return livingProcesses().some((process) => process.pid === pid);
 }
 
 /**
