@@ -7,6 +7,8 @@ import { extname, join } from "node:path";
 export class OrphanGuard {
   /** The lease deadline last sent, as the guard has it (whole ms); undefined outside a term. */
   private leaseUntil: number | undefined;
+  /** The groups the guard watches: told to watch, not yet to forget. */
+  private readonly watched = new Set<number>();
 
   private constructor(private readonly guard: ChildProcess) {}
 
@@ -28,10 +30,13 @@ export class OrphanGuard {
   }
 
   watch(pgid: number, signal: NodeJS.Signals, graceMs: number): void {
+    this.watched.add(pgid);
     this.send(`watch ${pgid} ${signal} ${graceMs}`);
   }
 
+  /** Once no process of the group runs. */
   forget(pgid: number): void {
+    this.watched.delete(pgid);
     this.send(`forget ${pgid}`);
   }
 
@@ -52,9 +57,13 @@ export class OrphanGuard {
     return this.leaseUntil !== undefined && Date.now() >= this.leaseUntil;
   }
 
-  /** The CLI is exiting on its own, with every group it started reaped. */
+  /**
+   * The CLI is exiting on its own. If a group it started still runs (an error
+   * cut a term short), the guard is not told it is done, and so stops that
+   * group as it would for a CLI that died.
+   */
   close(): void {
-    this.send("done");
+    if (this.watched.size === 0) this.send("done");
     this.guard.stdin?.end();
   }
 

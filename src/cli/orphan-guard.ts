@@ -17,7 +17,8 @@
 //   lease <epoch ms>                   when a term starts and on every renewal:
 //                                      the deadline the member believes it leads until,
 //   lease none                         when the term ends (before the end hook runs),
-//   done                               when it exits on its own.
+//   done                               when it exits on its own, with no group
+//                                      of its left running.
 // When the lease deadline passes without a newer one, the guard sends each
 // watched group its stop signal and SIGKILL after the grace period: the
 // moment the CLI itself would have, had it run. When the pipe closes without
