@@ -77,6 +77,15 @@ describe("etcd-leader: usage errors and unreachable etcd", { timeout: 120_000 },
     });
   }
 
+  it("run --help says what each signal does, and what the command's process group gets", async () => {
+    const { code, stdout } = await runCli(["run", "--help"]);
+    assert.equal(code, 0);
+    const signals = stdout.slice(stdout.indexOf("Signals:"), stdout.indexOf("Examples:"));
+    for (const text of ["SIGINT", "SIGTERM", "SIGHUP", "a second one", "SIGKILL", "SIGSTOP", "process group", "--grace", "setsid"]) {
+      assert.ok(signals.includes(text), `${text} in:\n${signals}`);
+    }
+  });
+
   it("--help lists the commands and the exit codes", async () => {
     const { code, stdout } = await runCli(["--help"]);
     assert.equal(code, 0);

@@ -147,7 +147,22 @@ for (const api of STORES) {
   });
 }
 
-describe("etcd-leader run: a command's whole process group (etcd v3)", { timeout: 120_000 }, () => {
+describe("etcd-leader run: signals, and a command's whole process group (etcd v3)", { timeout: 120_000 }, () => {
+  it("SIGHUP, its terminal gone (stdout and stderr closed): the command is stopped, the member leaves at once, and the CLI exits 0", async () => {
+    const key = `/cli/${randomUUID()}`;
+    const log = newLog();
+    const a = startCli(runArgs("v3", key, "a", log));
+    const start = await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
+    a.hangUp();
+    const { code, signal } = await a.exited;
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, "left in order and exited 0");
+    assert.ok(log.records().some((r) => r.event === "sigterm" && r.pid === start.pid), "the command got SIGTERM");
+    assert.equal(alive(start.pid), false);
+    // Left, not waiting out the TTL: nobody leads at once.
+    const who = await runCli(["who", ...storeArgs("v3"), key]);
+    assert.equal(who.code, 3, who.stdout);
+  });
+
   it("a command that forks a process and exits runs until that process is gone, and is stopped with it at the term's end", async () => {
     const key = `/cli/${randomUUID()}`;
     const a = startCli(["run", "--json", ...storeArgs("v3"), "--ttl", "2", "--grace", "1", "--name", "a", key, "--", "/bin/sh", "-c", "sleep 30 & exit 5"]);

@@ -46,12 +46,12 @@ Joins the election at KEY and runs COMMAND only while this member leads. When
 leadership ends, COMMAND gets --signal (SIGTERM) at once, no later than the
 member's lease deadline, and SIGKILL after --grace; it starts again in the next
 term. If COMMAND exits by itself, the member leaves and etcd-leader exits with
-COMMAND's code (--restart: start it again while leading). SIGINT or SIGTERM
-stops COMMAND, leaves the election and exits 0. COMMAND gets ETCD_LEADER_TOKEN
-(the fencing token), ETCD_LEADER_KEY and ETCD_LEADER_NAME in its environment;
-its stdout and stderr are etcd-leader's. State changes go to stderr. A helper
-process stops COMMAND at the lease deadline even if etcd-leader itself is
-killed or frozen by then.
+COMMAND's code (--restart: start it again while leading). SIGINT, SIGTERM or
+SIGHUP stops COMMAND, leaves the election and exits 0 (Signals, below).
+COMMAND gets ETCD_LEADER_TOKEN (the fencing token), ETCD_LEADER_KEY and
+ETCD_LEADER_NAME in its environment; its stdout and stderr are etcd-leader's.
+State changes go to stderr. A helper process stops COMMAND at the lease
+deadline even if etcd-leader itself is killed or frozen by then.
 
 Flags:
   --name NAME           member name shown to others (default: HOSTNAME-PID)
@@ -69,6 +69,29 @@ Flags:
   --watch-rearm SECONDS   etcd: ask a watch again on a new connection after this
                         long, which catches a connection that died silently
                         (default 30; v2's long polls, v3 relies on gRPC keepalive)
+
+Signals:
+  SIGINT, SIGTERM, SIGHUP   stop COMMAND (or a running --on-elected hook) as at
+                        the end of a term, run --on-unelected, leave the
+                        election (the next member is elected at once), and
+                        exit 0. SIGHUP is what a closing terminal or a dropped
+                        ssh session sends.
+  a second one          exit at once, with 128 + its number, without leaving:
+                        the helper process stops what still runs, and the next
+                        member is elected once the TTL has run out
+  SIGKILL, SIGSTOP      (and the OOM killer, a frozen VM) cannot be caught: the
+                        helper process stops COMMAND when etcd-leader dies, or
+                        at the lease deadline while it is frozen; the next
+                        member is elected once the TTL has run out
+  COMMAND's group       COMMAND and each hook run in a process group of their
+                        own, so Ctrl-C reaches etcd-leader only. --signal goes
+                        to the whole group, SIGKILL after --grace to whatever
+                        of it still runs. COMMAND (or a hook) counts as running
+                        until no process of its group is left, even after its
+                        first process exited: a daemon it forked is stopped at
+                        the term's end, and a hook's background jobs are part
+                        of the hook. A process that leaves the group (setsid)
+                        is not followed.
 
 Examples:
   # one copy of a worker across all hosts

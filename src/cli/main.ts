@@ -241,8 +241,14 @@ if (require.main === module) {
     if (++signals > 1) process.exit(128 + (constants.signals[signal] ?? 0));
     shutdown.abort(new Error(`received ${signal}`));
   };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  // SIGHUP too: a terminal that closes (an ssh session dropped) would
+  // otherwise kill the CLI without leaving, and the successor would wait out
+  // the TTL.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
+  // Writes to a terminal that hung up (EIO), or to a pipe nobody reads
+  // (EPIPE), fail as an 'error' event that, unhandled, would end the CLI
+  // before it has left: the report lines are lost, the CLI still leaves in order.
+  process.stderr.on("error", () => undefined);
   main(process.argv.slice(2), shutdown.signal).then(
     (code) => process.exit(code),
     (err: unknown) => process.exit(report(err)),

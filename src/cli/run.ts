@@ -13,8 +13,8 @@
 //   group: one whose first process exits while others of its group run on (a
 //   forked daemon) still runs, is stopped at the term's end, and has exited
 //   only once none of them is left; its code is the first process's.
-// - SIGINT or SIGTERM to the CLI: the command is stopped as above, the end
-//   hook runs, the member leaves, and the CLI exits 0.
+// - SIGINT, SIGTERM or SIGHUP to the CLI: the command is stopped as above,
+//   the end hook runs, the member leaves, and the CLI exits 0.
 // - Without a command, the hooks alone mark the term (elector's model).
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import etcdLeader = require("../index");

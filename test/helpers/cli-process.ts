@@ -83,6 +83,17 @@ export class CliProcess {
     if (this.running) this.child.kill(signal);
   }
 
+  /**
+   * As a terminal that closes (an ssh session dropped): the CLI's stdout and
+   * stderr are closed under it, then it gets SIGHUP. Nothing it writes after
+   * that is read.
+   */
+  hangUp(): void {
+    this.child.stdout.destroy();
+    this.child.stderr.destroy();
+    this.kill("SIGHUP");
+  }
+
   /** Signals the CLI's whole process group (started with `ownGroup`). */
   killGroup(signal: NodeJS.Signals): void {
     try {
