@@ -20,6 +20,10 @@
 //    term only up to the deadline it promised (checkHistories);
 //  - no two members' commands run at once beyond the same allowance (the
 //    command log: from its start to its SIGTERM);
+//  - where the leader's work is a process group (a shell with children,
+//    Scenario.work): no process of an earlier group runs when another
+//    command starts (ps, at that start), and none is left running once
+//    every member is gone (zombies do not count);
 //  - fencing tokens of successive leaders increase;
 //  - once the fault is over a leader is elected within TTL + 2 s
 //    (RECOVERY_SLACK_MS), and after that moment the election is never
@@ -42,8 +46,9 @@ import {
   type HistoryReport,
   type LeadershipInterval,
 } from "../helpers/leadership-history";
-import { CommandLog, overlaps } from "../helpers/cli-process";
-import { spawnMember, type MemberEvent, type MemberProcess } from "../helpers/member-process";
+import { CommandLog, overlaps, type ChildRecord } from "../helpers/cli-process";
+import { MEMBER_GRACE_SECONDS, spawnMember, type MemberEvent, type MemberProcess } from "../helpers/member-process";
+import { livingInGroups } from "../fixtures/process-table.cjs";
 import { EtcdAdmin, type LineEntry } from "./etcd-admin";
 import { FAULTS_BUCKET, NatsAdmin } from "./nats-admin";
 import type { FaultBackend, Scenario, ScenarioOutcome } from "./types";
@@ -56,6 +61,8 @@ const FIRST_ELECTION_TIMEOUT_MS = 30_000;
 const SCENARIO_BUDGET_MS = 40_000;
 /** After the fault: how long the election may take to converge, beyond the TTL. */
 const CONVERGE_SLACK_MS = 3_000;
+/** After the members are gone: how long their commands' groups may take to go (an orphan guard's grace period and more). */
+const GROUPS_GONE_MS = MEMBER_GRACE_SECONDS * 1_000 + 3_000;
 
 export interface RunOptions {
   /** Called with progress lines (setup, marks); default: nothing. */
@@ -363,6 +370,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
         ttl: ttlSeconds,
         ...(backend === "nats" ? { bucket: FAULTS_BUCKET } : {}),
         ...(scenario.watchRearmMs !== undefined ? { watchRearmMs: scenario.watchRearmMs } : {}),
+        ...(scenario.work !== undefined ? { work: scenario.work } : {}),
         commandLog,
       });
       resources.members.push(member);
@@ -373,10 +381,15 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     // A settled election: a leader, every other member following it, and a line in etcd that agrees.
     const first = await c.waitForElection(c.members, 0, FIRST_ELECTION_TIMEOUT_MS);
     c.leader = first.member;
-    // The faults come to a leader running its command, not to one in the
-    // moment it spawns it: a CLI killed between the fork and telling its
-    // orphan guard about the new process leaves that command unwatched.
-    await c.waitForEvent(c.leader, (e) => e.type === "command-start", first.event.at, 10_000, "its command to start");
+    // The faults come to a leader running its command (or hook), not to one
+    // in the moment it spawns it: a CLI killed between the fork and telling
+    // its orphan guard about the new process leaves that command unwatched.
+    const workStart = scenario.work === "hook-group" ? "hook-start" : "command-start";
+    await c.waitForEvent(c.leader, (e) => e.type === workStart, first.event.at, 10_000, `its ${workStart}`);
+    // And to one whose command has its signal handlers set: it has logged its start.
+    await commandLog.waitFor(`${c.leader.name}'s command to run`, 10_000, (records) =>
+      records.find((r) => r.event === "start" && r.name === c.leader.name),
+    );
     await Promise.all(
       c.members
         .filter((m) => m !== c.leader)
@@ -440,6 +453,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
   const endOfHistory = Date.now();
   const commandRecords = commandLog.records();
   commandLog.remove();
+  problems.push(...(await groupProblems(commandRecords)));
   let figures: ScenarioFigures = {
     recoveryMs: undefined,
     longestLeaderlessMs: undefined,
@@ -527,6 +541,40 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     durationMs: Date.now() - startedAt,
     report,
   };
+}
+
+/**
+ * For commands started as process groups (CHILD_GROUP): whether one started
+ * while processes of an earlier group ran, and whether any process of them is
+ * left now that every member is gone. What is left is SIGKILLed.
+ */
+async function groupProblems(records: ChildRecord[]): Promise<string[]> {
+  const problems: string[] = [];
+  const starts = records.filter((r) => r.event === "start" && r.pgid !== undefined);
+  for (const start of starts) {
+    if (start.earlierGroupsRunning?.length) {
+      problems.push(`${start.name}'s command started while processes of an earlier command's group ran: ${start.earlierGroupsRunning.join("; ")}`);
+    }
+  }
+  const groups = starts.map((r) => r.pgid!);
+  if (groups.length === 0) return problems;
+  const deadline = Date.now() + GROUPS_GONE_MS;
+  let left = livingInGroups(groups);
+  while (left.length > 0 && Date.now() < deadline) {
+    await delay(100);
+    left = livingInGroups(groups);
+  }
+  if (left.length > 0) {
+    problems.push(`processes of the commands' groups still ran ${GROUPS_GONE_MS} ms after every member was gone: ${left.join("; ")}`);
+    for (const pgid of groups) {
+      try {
+        process.kill(-pgid, "SIGKILL");
+      } catch {
+        // gone
+      }
+    }
+  }
+  return problems;
 }
 
 /**

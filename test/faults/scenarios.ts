@@ -1,5 +1,6 @@
 // Every fault scenario, in the order the suite and the soak run them.
 import { clusterLeaderCrash, etcdLongOutage, etcdQuickRestart } from "./etcd-faults";
+import { commandGroupStopped, hookGroupHungUp } from "./group-faults";
 import { gracefulStop, sigkillLeader, sigstopLeader } from "./member-faults";
 import { partitionFollower, partitionLeaderBlackhole, partitionLeaderReset, slowLeaderLink } from "./network-faults";
 import { natsBucketRecreate, natsKeyPurge } from "./nats-faults";
@@ -11,6 +12,8 @@ export const SCENARIOS: readonly Scenario[] = [
   gracefulStop,
   sigkillLeader,
   sigstopLeader,
+  commandGroupStopped,
+  hookGroupHungUp,
   partitionLeaderBlackhole,
   partitionLeaderReset,
   partitionFollower,

@@ -1,4 +1,5 @@
 // Shared vocabulary of the fault-injection scenarios (test/faults/*.ts).
+import type { LeaderWork } from "../helpers/member-process";
 import type { ScenarioContext } from "./runner";
 
 /** The etcd APIs: what the in-process tests that take etcd clients run on. */
@@ -48,6 +49,8 @@ export interface Scenario {
   ttlSeconds?: number;
   /** etcd servers; more than one makes a cluster. Default 1. (NATS runs use one nats-server.) */
   etcdServers?: number;
+  /** What every member runs while it leads (see LeaderWork). Default "command". */
+  work?: LeaderWork;
   /** etcd: every member's watchRearmInterval in ms (run --watch-rearm). Default the library's. */
   watchRearmMs?: number;
   /** Backends the scenario does not apply to, each with the reason (the suite reports it as a skip). */

@@ -163,6 +163,10 @@ export interface ChildRecord {
   pid: number;
   at: number;
   key?: string;
+  /** A start's process group, with CHILD_GROUP. */
+  pgid?: number;
+  /** With CHILD_GROUP: the processes of earlier starts' groups that still ran when this one started (ps; no zombies). */
+  earlierGroupsRunning?: string[];
 }
 
 /** A temporary file the commands of one test append to. */

@@ -8,10 +8,11 @@
 //   renewed {until}          → believed {until}
 //   unelected, leader, left  → the same
 //   error {error}            → error {message}
-//   joining, command-start, command-stop, command-exit → kept as they are
+//   joining, command-*, hook-*, error-state → kept as they are
 // Its command is test/fixtures/cli-child.cjs, which appends its start, its
 // SIGTERM and its exit to a command log (CommandLog in cli-process.ts), so a
-// test can also check that the commands never ran at once.
+// test can also check that the commands never ran at once (or, with `work`,
+// a shell around it as the command or as the --on-elected hook).
 //
 // Every member is tracked until it exits. `killAllMembers()` belongs in an
 // `after` hook; a process "exit" hook SIGKILLs whatever is left if a test run
@@ -36,7 +37,21 @@ export interface MemberConfig {
   watchRearmMs?: number;
   /** The log the member's command appends to; default: one shared by this test process. */
   commandLog?: CommandLog;
+  /** What it runs while it leads; default "command". */
+  work?: LeaderWork;
 }
+
+/**
+ * What a member runs while it leads, each appending to the command log:
+ * - "command": test/fixtures/cli-child.cjs as the command;
+ * - "shell-group": the command is a shell whose child (cli-child.cjs with
+ *   CHILD_GROUP) ignores SIGTERM and has a child of its own that ignores it
+ *   too, so that the shell dies of the stop signal and the rest of its group
+ *   must be SIGKILLed;
+ * - "hook-group": no command; the --on-elected hook is such a shell, and so
+ *   hangs until it is stopped.
+ */
+export type LeaderWork = "command" | "shell-group" | "hook-group";
 
 /** What a member reports: the history events plus the ones only tests care about. */
 export type MemberEvent =
@@ -45,9 +60,18 @@ export type MemberEvent =
   | { type: "left"; at: number }
   | CommandEvent;
 
-/** What the CLI says about its command and its own steps. */
+/** What the CLI says about its command, its hooks and its own steps. */
 export interface CommandEvent {
-  type: "joining" | "command-start" | "command-stop" | "command-exit" | "error-state";
+  type:
+    | "joining"
+    | "command-start"
+    | "command-stop"
+    | "command-runs-on"
+    | "command-exit"
+    | "hook-start"
+    | "hook-ok"
+    | "hook-failed"
+    | "error-state";
   at: number;
   [field: string]: unknown;
 }
@@ -57,7 +81,7 @@ const REPO_ROOT = join(__dirname, "..", "..");
 /** Lines of output kept for error messages. */
 const RECENT_LINES = 40;
 /** The command gets this long after SIGTERM (cli-child.cjs exits at once unless told to ignore it). */
-const GRACE_SECONDS = 1;
+export const MEMBER_GRACE_SECONDS = 1;
 /** After the CLI exits, its command and guard must be gone (and its pipes closed) within this. */
 const PIPES_HELD_MS = 10_000;
 
@@ -276,10 +300,15 @@ function cliArguments(config: MemberConfig, logPath: string): string[] {
       ? ["--backend", "nats", "--server", config.hosts.join(","), "--bucket", config.bucket ?? missing("bucket")]
       : ["--api", config.backend, "--endpoints", config.hosts.join(","), "--ttl", String(config.ttl)];
   const rearm = config.watchRearmMs === undefined ? [] : ["--watch-rearm", String(config.watchRearmMs / 1000)];
+  const child = [process.execPath, CHILD, logPath];
+  const shellGroup = `CHILD_GROUP=1 ${child.map((word) => `'${word}'`).join(" ")} & wait`;
+  const work = config.work ?? "command";
   return [
     "run", "--json", "--verbose", ...store, ...rearm,
-    "--name", config.name, "--grace", String(GRACE_SECONDS),
-    config.key, "--", process.execPath, CHILD, logPath,
+    "--name", config.name, "--grace", String(MEMBER_GRACE_SECONDS),
+    ...(work === "hook-group" ? ["--on-elected", shellGroup, config.key] : []),
+    ...(work === "shell-group" ? [config.key, "--", "/bin/sh", "-c", shellGroup] : []),
+    ...(work === "command" ? [config.key, "--", ...child] : []),
   ];
 }
 
