@@ -360,6 +360,43 @@ describe("NATS KV elections (nats-server 2.9)", () => {
   });
 });
 
+describe("a bucket deleted and made again with another TTL", () => {
+  /** Makes a bucket with `ttlMs`, elects one member on it, deletes the bucket and waits for the member to step down. */
+  async function leaderOfADeletedBucket(ttlMs: number): Promise<{ name: string; a: Member; errors: string[] }> {
+    const name = `remade_${++buckets}`;
+    const kv = await kvm.create(name, { ttl: ttlMs, history: 1 });
+    const a = await member(kv, "a");
+    await oneLeader([a]);
+    const errors: string[] = [];
+    a.election.on("error", (err) => errors.push(err.message));
+    await kv.destroy();
+    await waitFor("a to step down", BOUND_MS, () => a.events.some((e) => e.type === "unelected"));
+    return { name, a, errors };
+  }
+
+  it("shorter: a term is counted on the TTL NATS applies now, not the one the member was made with", async () => {
+    const { name, a } = await leaderOfADeletedBucket(4_000);
+    // Renewing every 2 s and stepping down 0.8 s early (from the old TTL) still fits 3 s.
+    await kvm.create(name, { ttl: 3_000, history: 1 });
+    await waitFor("a elected again", BOUND_MS, () => a.election.isLeader());
+    const remaining = a.election.leaseRemaining();
+    assert.ok(remaining <= 3_000 - 800, `a term of ${remaining} ms on a key that lives 3000 ms: counted on the old TTL`);
+  });
+
+  it("too short for the members' timing: they do not take its key, and the error names the bucket and both TTLs, not an option never set", async () => {
+    const { name, a, errors } = await leaderOfADeletedBucket(4_000);
+    // Its defaults (renew every 2 s, step down 0.8 s early) came from the old TTL: they do not fit 1 s.
+    const remade = await kvm.create(name, { ttl: 1_000, history: 1 });
+    const message = await waitFor("an error about the new TTL", BOUND_MS, () => errors.find((m) => /max_age 1000 ms/.test(m)));
+    assert.match(message, new RegExp(`the bucket "${name}"'s TTL \\(max_age 1000 ms\\) \\(it was 4000 ms when this member was made`));
+    assert.match(message, /refreshInterval 2000 ms \(the default, TTL\/2 of 4000 ms\) and stepDownMargin 800 ms \(the default, TTL\/5 of 4000 ms\)/);
+    await sleep(1_500);
+    assert.equal(a.election.isLeader(), false);
+    const entry = await remade.get(KEY);
+    assert.ok(entry === null || entry.operation !== "PUT", `the member holds a key it cannot lead on (${entry?.string()})`);
+  });
+});
+
 describe("the NATS KV backend's writes", () => {
   const backendOn = (kv: KV, name: string) => new NatsKvBackend(kv as never, KEY, name);
   const win = async (backend: NatsKvBackend) =>

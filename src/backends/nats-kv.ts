@@ -47,6 +47,13 @@ import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsK
 
 export type { NatsMembership };
 
+/** A member's timing, as natsLeader resolved it against the bucket. */
+export interface NatsTiming extends GoMemberTiming {
+  readonly stepDownMargin: number;
+  /** What is wrong with a bucket TTL of `ttlMs` for this timing, as a RangeError naming it; undefined if nothing. */
+  ttlProblem(ttlMs: number): RangeError | undefined;
+}
+
 /** What a follower knows of the member holding the key. */
 interface Holder {
   readonly name: string;
@@ -63,6 +70,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   private ttl: number | undefined;
   /** The bucket's name, once its status was read. */
   private bucketName = "";
+  /** The member's timing, from natsLeader: a win is led on only with the bucket's TTL of the moment, if it fits. */
+  private timing: NatsTiming | undefined;
   /** Set where Go members may take part: a win is led on only once they must have stood down. */
   private goMembers: GoMemberWait | undefined;
 
@@ -80,12 +89,13 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   }
 
   /**
-   * Members of the Go implementation may take part: from now on a member
-   * that wins the key holds it, renewing it with this timing, and leads only
-   * once a Go leader that lost the key must have noticed.
+   * The member's timing (natsLeader sets it): from now on a win is checked
+   * against the bucket's TTL as it is then, and, where Go members may take
+   * part, held until a Go leader that lost the key must have noticed.
    */
-  waitForGoMembers(timing: GoMemberTiming): void {
-    this.goMembers = new GoMemberWait(this.holder, timing);
+  useTiming(timing: NatsTiming, options: { goMembers: boolean }): void {
+    this.timing = timing;
+    this.goMembers = options.goMembers ? new GoMemberWait(this.holder, timing) : undefined;
   }
 
   /**
@@ -122,7 +132,15 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   }
 
   private async campaign(onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
-    const ttlMs = await this.bucketTtl(signal);
+    let ttlMs = await this.bucketTtl(signal);
+    if (this.timing?.ttlProblem(ttlMs)) {
+      // A win found the bucket made again with a TTL that does not fit: look
+      // again (it may have been fixed), and win nothing until it fits.
+      this.ttl = undefined;
+      ttlMs = await this.bucketTtl(signal);
+      const problem = this.timing.ttlProblem(ttlMs);
+      if (problem) throw problem;
+    }
     // Opened before the first create, so no write after it goes unseen.
     const watch = await KeyWatch.open(this.bucket, this.key, signal);
     try {
@@ -228,6 +246,13 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     // The entry lives TTL from when the server stamps it, which is after this.
     const sentAt = performance.now();
     const create = marker ? this.bucket.update(this.key, this.name, marker) : this.bucket.create(this.key, this.name);
+    // Read beside the create, so that it costs no round trip of its own: the
+    // bucket may have been deleted and made again with another TTL since we
+    // read it (a watch of the old one goes silent, and followers go on
+    // counting with the old TTL), and a term counted on a TTL longer than
+    // the one NATS applies would outlast the key.
+    const status = this.timing ? this.bucket.status() : undefined;
+    status?.catch(() => undefined);
     // A create that wins after we stopped waiting would hold the key for a
     // whole TTL with nobody renewing it: give it back.
     create.then(
@@ -236,12 +261,33 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
       },
       () => undefined,
     );
+    let revision: number;
     try {
-      const revision = await untilAborted("create election key", create, signal);
-      return { membership: this.holder.membership(revision), token: revision, sentAt, ttlMs };
+      revision = await untilAborted("create election key", create, signal);
     } catch (err) {
       const current = wrongLastSequence(err);
       if (current !== undefined) return current;
+      throw err;
+    }
+    const membership = this.holder.membership(revision);
+    return { membership, token: revision, sentAt, ttlMs: status ? await this.ttlToLeadOn(status, membership, signal) : ttlMs };
+  }
+
+  /**
+   * The bucket's TTL as `status` read it beside a winning create; the key is
+   * given back, and the win not led on, if it cannot be read or the timing
+   * does not fit it.
+   */
+  private async ttlToLeadOn(status: Promise<{ ttl: number }>, won: NatsMembership, signal: AbortSignal): Promise<number> {
+    try {
+      const { ttl } = await untilAborted("read bucket status", status, signal);
+      if (ttl !== this.ttl) log.nats("%s: the bucket's TTL is now %d ms, not %d ms (made again?)", this.description, ttl, this.ttl);
+      this.ttl = ttl;
+      const problem = this.timing?.ttlProblem(ttl);
+      if (problem) throw problem;
+      return ttl;
+    } catch (err) {
+      this.leaveInBackground(won);
       throw err;
     }
   }
