@@ -181,6 +181,49 @@ describe("goMembers: while the winner waits", () => {
     assert.ok((await kv.get(KEY))!.revision > token, "not renewed while it waited");
   });
 
+  it("renewals that fail as the wait ends: it leads on one that succeeds after them, and meanwhile waits without spinning", async () => {
+    // TTL 10 s: renewals every 5 s from the win, the wait 12.7 s, a term 8 s from the write it counts from.
+    const ttlMs = 10_000;
+    const kv = await freshBucket(ttlMs);
+    const startedAt = performance.now();
+    // The renewal due 10 s after the win fails, and every retry until 14 s:
+    // the wait ends meanwhile, and the write confirmed at 5 s keeps the key until 15 s.
+    const failingUntil = startedAt + 14_000;
+    const failing = (at: number) => at > startedAt + 9_000 && at < failingUntil;
+    let failed = 0;
+    const flaky = new Proxy(kv, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (property !== "update") return typeof value === "function" ? value.bind(target) : value;
+        return (...args: Parameters<KV["update"]>) => {
+          if (!failing(performance.now())) return target.update(...args);
+          failed++;
+          return Promise.reject(new Error("simulated: no answer"));
+        };
+      },
+    });
+    // The longest the event loop went without running a timer while the member waited.
+    let longestGap = 0;
+    let last = performance.now();
+    const probe = setInterval(() => {
+      const now = performance.now();
+      longestGap = Math.max(longestGap, now - last);
+      last = now;
+    }, 5);
+    let termFrom = NaN;
+    try {
+      const member = await ours(flaky, "flaky", { goMembers: true, retryInitialDelay: 100, retryMaxDelay: 300 });
+      // When the write the term counts from was sent: its deadline less TTL - stepDownMargin.
+      member.election.once("elected", () => (termFrom = performance.now() + member.election.leaseRemaining() - (ttlMs - ttlMs / 5)));
+      await waitFor("elected", BOUND_MS, () => member.election.isLeader());
+    } finally {
+      clearInterval(probe);
+    }
+    assert.ok(failed > 1, `${failed} renewals failed`);
+    assert.ok(termFrom >= failingUntil - 5, `the term counts from a write sent ${(failingUntil - termFrom).toFixed(0)} ms before the renewals came back`);
+    assert.ok(longestGap < 150, `the event loop ran no timer for ${longestGap.toFixed(0)} ms while the member waited`);
+  });
+
   it("a stop while it waits gives the key back, and it never says elected", async () => {
     const kv = await freshBucket();
     const member = await ours(kv, "quitter", { goMembers: true });

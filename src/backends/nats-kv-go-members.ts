@@ -104,8 +104,9 @@ export class GoMemberWait {
           }
         }
         const now = performance.now();
-        // Led on only with a write confirmed within the refresh interval, as the state machine would renew first.
-        if (now >= leadAt && now < renewAt) return { ...won, sentAt: confirmedSentAt };
+        // Led on only with a write confirmed within the refresh interval, as
+        // the state machine would renew first: after failed renewals, once one succeeds.
+        if (now >= leadAt && now < confirmedSentAt + refreshInterval) return { ...won, sentAt: confirmedSentAt };
         if (now >= renewAt) {
           const sentAt = performance.now();
           const bound = deadline(requestTimeout);
@@ -123,7 +124,8 @@ export class GoMemberWait {
           }
           continue;
         }
-        const entry = await watch.next(Math.min(leadAt, renewAt), signal);
+        // Past leadAt only while a renewal is due again after failing.
+        const entry = await watch.next(now < leadAt ? Math.min(leadAt, renewAt) : renewAt, signal);
         if (entry && !(await this.holder.stillOurs(membership, entry))) return undefined;
       }
     } catch (err) {
