@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
-import { runCli } from "./helpers/cli-process";
+import { CliProcess, runCli } from "./helpers/cli-process";
 import { freePort } from "./helpers/free-port";
 import { startNats, type NatsServer } from "./helpers/nats-server";
 import { makeTestPki, type TestPki } from "./helpers/tls";
@@ -67,6 +67,7 @@ describe("etcd-leader --backend nats: mistakes and failures", { timeout: 180_000
     { why: "etcd's --endpoints", args: () => ["who", ...nats(), "--endpoints", "http://127.0.0.1:2379", "svc"], code: 64, message: /--endpoints is for etcd.*use --server/ },
     { why: "etcd's --cacert", args: () => ["who", ...nats(), "--cacert", "ca.pem", "svc"], code: 64, message: /--cacert is for etcd.*use --tlsca/ },
     { why: "--bucket without --backend nats", args: () => ["who", "--bucket", BUCKET, "svc"], code: 64, message: /--bucket is for --backend nats/ },
+    { why: "--go-members without --backend nats", args: () => ["run", "--go-members", "svc", "--", "true"], code: 64, message: /--go-members is for --backend nats/ },
     { why: "--tlscert without --tlskey", args: () => ["who", ...nats(), "--tlscert", "client.pem", "svc"], code: 64, message: /--tlscert and --tlskey go together/ },
   ];
   for (const { why, args, code, message } of cases) {
@@ -93,6 +94,23 @@ describe("etcd-leader --backend nats: mistakes and failures", { timeout: 180_000
     const { code, stderr } = await runCli(["who", "--backend", "nats", "--bucket", BUCKET, "svc"], 30_000, { NATS_URL: deadServer });
     assert.equal(code, 69);
     assert.ok(stderr.includes(deadServer), stderr);
+  });
+});
+
+describe("etcd-leader run --backend nats --go-members", { timeout: 60_000 }, () => {
+  it("is elected only once 0.75 x TTL + 5.2 s have passed since it began watching the key", async () => {
+    const cli = new CliProcess(["run", "--json", "--go-members", "--backend", "nats", "--server", server.url, "--bucket", BUCKET, "go-members", "--", "sleep", "60"]);
+    try {
+      const joining = await cli.waitForEvent("joining", 15_000);
+      const elected = await cli.waitForEvent("elected", 30_000);
+      const waitMs = 0.75 * BUCKET_TTL_SECONDS * 1000 + 5_200;
+      // Date.now() in the CLI's own lines; the member began watching after it said it joins.
+      assert.ok(elected.atMs - joining.atMs >= waitMs, `elected ${elected.atMs - joining.atMs} ms after joining, before the ${waitMs} ms a Go leader may believe`);
+      cli.kill("SIGTERM");
+      assert.equal((await cli.exited).code, 0);
+    } finally {
+      cli.kill("SIGKILL");
+    }
   });
 });
 

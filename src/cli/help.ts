@@ -69,6 +69,10 @@ Flags:
   --watch-rearm SECONDS   etcd: ask a watch again on a new connection after this
                         long, which catches a connection that died silently
                         (default 30; v2's long polls, v3 relies on gRPC keepalive)
+  --go-members          NATS: Go nats-kv-leader-elect members may take part; a
+                        winner says it leads only 0.75 x TTL + 5.2 s after the
+                        key's previous write, when no Go leader can still
+                        believe it leads
 
 Signals:
   SIGINT, SIGTERM, SIGHUP   stop COMMAND (or a running --on-elected hook) as at

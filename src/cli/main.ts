@@ -50,6 +50,7 @@ const RUN: Options = {
   "hook-timeout": { type: "string" },
   "error-delay": { type: "string" },
   "watch-rearm": { type: "string" },
+  "go-members": { type: "boolean" },
   verbose: { type: "boolean" },
 };
 
@@ -148,14 +149,16 @@ function runSettings(key: string, values: Values, commandLine: string[]): RunSet
     },
     errorDelayMs: number(values, "error-delay", 10, { min: 0 }) * 1000,
     verbose: !!values.verbose,
-    electionOptions:
-      values["watch-rearm"] === undefined ? {} : { watchRearmInterval: number(values, "watch-rearm", 0, { min: 0.001 }) * 1000 },
+    electionOptions: {
+      ...(values["watch-rearm"] === undefined ? {} : { watchRearmInterval: number(values, "watch-rearm", 0, { min: 0.001 }) * 1000 }),
+      ...(values["go-members"] ? { goMembers: true } : {}),
+    },
   };
 }
 
 /** Flags of one store given to the other, and what to give instead. */
 const ETCD_ONLY = { endpoints: "--server", api: "", cacert: "--tlsca", cert: "--tlscert", key: "--tlskey", "watch-rearm": "" } as const;
-const NATS_ONLY = { server: "--endpoints", bucket: "", tlsca: "--cacert", tlscert: "--cert", tlskey: "--key" } as const;
+const NATS_ONLY = { server: "--endpoints", bucket: "", tlsca: "--cacert", tlscert: "--cert", tlskey: "--key", "go-members": "" } as const;
 
 function connectionFlags(values: Values): ConnectionFlags {
   const api = (values.api as string | undefined) ?? "v3";

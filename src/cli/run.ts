@@ -24,7 +24,7 @@ import { Hooks, type HookSettings } from "./hooks";
 import { OrphanGuard } from "./orphan-guard-client";
 import { ProcessGroup, type Exit } from "./process-group";
 import type { Reporter } from "./report";
-import type { Store } from "./store";
+import type { Store, StoreElectionOptions } from "./store";
 import { readLeader } from "./who";
 
 export interface RunSettings {
@@ -42,8 +42,8 @@ export interface RunSettings {
   errorDelayMs: number;
   /** Report every renewal (the lease deadline it moved), not only changes of state. */
   verbose: boolean;
-  /** The election's own options the flags set (watchRearmInterval). */
-  electionOptions: etcdLeader.ElectionOptions;
+  /** The election's own options the flags set (watchRearmInterval on etcd, goMembers on NATS). */
+  electionOptions: StoreElectionOptions;
 }
 
 /** How long a command the orphan guard stopped at the lease deadline waits for this process's own step-down. */
