@@ -120,15 +120,17 @@ export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): Res
   const watchRearmInterval = duration("watchRearmInterval", options.watchRearmInterval, DEFAULT_WATCH_REARM_INTERVAL_MS);
 
   const leaseHorizon = ttlMs - stepDownMargin;
+  // A message names which of its values are defaults: the user set the others.
+  const given = (name: keyof ElectionOptions, value: number) => `${value} ms${options[name] === undefined ? ", the default" : ""}`;
   if (leaseHorizon <= refreshInterval) {
     throw new RangeError(
-      `refreshInterval (${refreshInterval} ms) must be shorter than the ttl less the stepDownMargin ` +
-        `(${ttlMs} - ${stepDownMargin} ms), or a healthy leader would step down between renewals`,
+      `refreshInterval (${given("refreshInterval", refreshInterval)}) must be shorter than the ttl less the stepDownMargin ` +
+        `(${ttlMs} - ${given("stepDownMargin", stepDownMargin)}), or a healthy leader would step down between renewals`,
     );
   }
   if (retryMaxDelay < retryInitialDelay) {
     throw new RangeError(
-      `retryMaxDelay (${retryMaxDelay} ms) must not be shorter than retryInitialDelay (${retryInitialDelay} ms)`,
+      `retryMaxDelay (${given("retryMaxDelay", retryMaxDelay)}) must not be shorter than retryInitialDelay (${given("retryInitialDelay", retryInitialDelay)})`,
     );
   }
   return {

@@ -172,6 +172,15 @@ describe("options and names that would be ignored or coerced", () => {
     throwsNaming(() => etcdLeader.observe(v3Client, "/k", { tll: 5 } as etcdLeader.ElectionOptions), TypeError, '"tll"');
   });
 
+  it("says which of the values in a message are defaults, so that it never blames an option the user did not set", () => {
+    assert.throws(() => etcdLeader(v3Client, "/k", "n", { retryMaxDelay: 50 }), {
+      message: "retryMaxDelay (50 ms) must not be shorter than retryInitialDelay (100 ms, the default)",
+    });
+    assert.throws(() => etcdLeader(v3Client, "/k", "n", { ttl: 2, stepDownMargin: 1_000 }), {
+      message: /^refreshInterval \(1000 ms, the default\) must be shorter than the ttl less the stepDownMargin \(2000 - 1000 ms\)/,
+    });
+  });
+
   it("refuses options given twice", () => {
     const twice = etcdLeader as unknown as (...args: unknown[]) => unknown;
     throwsNaming(() => twice(v3Client, "/k", "n", { ttl: 5 }, { refreshInterval: 100 }), TypeError, "twice");
