@@ -1,5 +1,5 @@
 // Elections on a store of the user's own, through the published entry point:
-// a backend is checked when it is passed in, and the README shows the
+// a backend is checked when it is passed in, and docs/backends.md shows the
 // in-memory backend (examples/in-memory-backend.ts) verbatim. That backend's
 // elections (one leader, hand-overs, step-down, observers) run in the
 // conformance suite (test/conformance-in-memory.test.ts).
@@ -19,10 +19,10 @@ describe("an election on a backend of the user's own", () => {
     );
   });
 
-  it("the README shows the example backend as it is", () => {
-    const readme = readFileSync(join(__dirname, "..", "README.md"), "utf8");
+  it("docs/backends.md shows the example backend as it is", () => {
+    const readme = readFileSync(join(__dirname, "..", "docs", "backends.md"), "utf8");
     const example = readFileSync(join(__dirname, "..", "examples", "in-memory-backend.ts"), "utf8");
-    assert.ok(readme.includes("```ts\n" + example + "```"), "README.md's copy of examples/in-memory-backend.ts differs");
+    assert.ok(readme.includes("```ts\n" + example + "```"), "docs/backends.md's copy of examples/in-memory-backend.ts differs");
   });
 
   it("the example backend, handed back the claim it holds, resolves with it, and throws once the store dropped it", async () => {

@@ -24,9 +24,9 @@ describe("package entry points", () => {
     assert.equal(esm.LeadershipLostError, cjs.LeadershipLostError);
   });
 
-  it("ships only the build, the README and the license", () => {
+  it("ships only the build, the documentation, the README and the license", () => {
     const manifest = require("../package.json");
-    assert.deepEqual(manifest.files, ["dist", "README.md", "LICENSE"]);
+    assert.deepEqual(manifest.files, ["dist", "docs", "README.md", "LICENSE"]);
     assert.deepEqual(Object.keys(manifest.dependencies).sort(), ["debug", "eventemitter3"]);
     assert.ok(manifest.peerDependenciesMeta["node-etcd"].optional);
     assert.ok(manifest.peerDependenciesMeta.etcd3.optional);

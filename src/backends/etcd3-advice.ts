@@ -16,19 +16,19 @@ import { RequestTimeoutError } from "../errors";
 /** Timeouts in a row on one client before the advice is given. */
 export const TIMEOUTS_BEFORE_ADVICE = 3;
 
-const README_SECTION = 'see "Configuring the etcd3 client" in etcd-leader\'s README';
+const ADVICE_SECTION = 'see "Configuring the etcd3 client" in etcd-leader\'s docs/etcd-clients.md';
 
 export const KEEPALIVE_ADVICE =
   "etcd3 requests keep timing out on this client: a connection that died without a FIN or RST " +
   "(a NAT gateway or firewall dropping an idle flow) is used until the kernel's TCP timeout, about 15 minutes, " +
   "unless gRPC keepalive is on. Create the client with new Etcd3(etcdLeader.etcd3Options({ hosts })); " +
-  README_SECTION;
+  ADVICE_SECTION;
 
 export const BREAKER_ADVICE =
   "etcd3's default circuit breaker is open: it refuses every call to this host for 5 s after three failures, " +
   "longer than a short TTL. Create the client with new Etcd3(etcdLeader.etcd3Options({ hosts })), " +
   "whose breaker half-opens after 250 ms; " +
-  README_SECTION;
+  ADVICE_SECTION;
 
 interface ClientAdvice {
   consecutiveTimeouts: number;

@@ -109,7 +109,7 @@ function loadFromEtcd3(): {
     throw new Error(
       `etcdLeader.etcd3Options() could not load cockatiel, the circuit-breaker library etcd3 depends on, ` +
         `from where etcd3 is installed (${etcd3Entry}): reinstall etcd3, or build the options yourself ` +
-        `(README, "Configuring the etcd3 client")`,
+        `(docs/etcd-clients.md, "Configuring the etcd3 client")`,
       { cause: err },
     );
   }

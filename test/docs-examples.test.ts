@@ -1,11 +1,12 @@
-// The README's examples of the promise, signal and iteration API run as they
-// stand, against a real etcd, so that they cannot rot: every ```js and ```ts
-// block from "## Promises, signals and iteration" up to "### Metrics with
-// prom-client" (prom-client is no dependency of this package) is written to
-// a file and run with node (tsx for TypeScript), with the README's etcd
-// address replaced by the test etcd's. Each must exit 0 by itself, print
-// what it says it prints, and nothing on stderr. They load the package by
-// its name, so they run against the build (npm test builds first).
+// The documentation's examples of the promise, signal and iteration API run
+// as they stand, against a real etcd, so that they cannot rot: every ```js and
+// ```ts block of docs/api.md from "## Promises, signals and iteration" on, and
+// of docs/diagnostics.md up to "### Metrics with prom-client" (prom-client is
+// no dependency of this package), is written to a file and run with node (tsx
+// for TypeScript), with the examples' etcd address replaced by the test
+// etcd's. Each must exit 0 by itself, print what it says it prints, and
+// nothing on stderr. They load the package by its name, so they run against
+// the build (npm test builds first).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -14,12 +15,15 @@ import { after, before, describe, it } from "node:test";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 
 const REPO = join(__dirname, "..");
-const FIRST_HEADING = "## Promises, signals and iteration";
-const LAST_HEADING = "### Metrics with prom-client";
-const README_ETCD = "127.0.0.1:2379";
+/** Where the examples are: a file, and the headings they run from and up to (undefined: its end). */
+const SECTIONS: Array<{ file: string; from: string; to: string | undefined }> = [
+  { file: "docs/api.md", from: "## Promises, signals and iteration", to: undefined },
+  { file: "docs/diagnostics.md", from: "## State and diagnostics", to: "### Metrics with prom-client" },
+];
+const DOCS_ETCD = "127.0.0.1:2379";
 const RUN_TIMEOUT_MS = 60_000;
 
-/** What each example prints, in README order: a new example needs a line here. */
+/** What each example prints, in the order of SECTIONS: a new example needs a line here. */
 const PRINTS: RegExp[] = [
   /invoice inv-3 sent under fencing token \d+\n3 invoices sent/,
   /the job ran/,
@@ -37,17 +41,19 @@ interface Example {
 }
 
 function examples(): Example[] {
-  const readme = readFileSync(join(REPO, "README.md"), "utf8");
-  const start = readme.indexOf(`\n${FIRST_HEADING}\n`);
-  const end = readme.indexOf(`\n${LAST_HEADING}\n`);
-  assert.ok(start >= 0 && end > start, `README sections "${FIRST_HEADING}" .. "${LAST_HEADING}" not found`);
-  const section = readme.slice(start, end);
   const found: Example[] = [];
-  let heading = FIRST_HEADING;
-  const pattern = /^(#{2,3} .*)$|^```(js|ts)\n([\s\S]*?)^```$/gm;
-  for (let match = pattern.exec(section); match; match = pattern.exec(section)) {
-    if (match[1]) heading = match[1];
-    else found.push({ language: match[2] as "js" | "ts", code: match[3]!, heading });
+  for (const { file, from, to } of SECTIONS) {
+    const text = readFileSync(join(REPO, file), "utf8");
+    const start = text.indexOf(`\n${from}\n`);
+    const end = to === undefined ? text.length : text.indexOf(`\n${to}\n`);
+    assert.ok(start >= 0 && end > start, `${file}: the sections "${from}" .. "${to ?? "the end"}" were not found`);
+    const section = text.slice(start, end);
+    let heading = from;
+    const pattern = /^(#{2,3} .*)$|^```(js|ts)\n([\s\S]*?)^```$/gm;
+    for (let match = pattern.exec(section); match; match = pattern.exec(section)) {
+      if (match[1]) heading = match[1];
+      else found.push({ language: match[2] as "js" | "ts", code: match[3]!, heading });
+    }
   }
   return found;
 }
@@ -76,18 +82,18 @@ after(async () => {
   await etcd?.close();
 });
 
-describe("README examples", () => {
+describe("the documentation's examples", () => {
   const found = examples();
 
   it("one expectation per example", () => {
-    assert.equal(found.length, PRINTS.length, `the README has ${found.length} examples in the section, the test knows ${PRINTS.length}`);
+    assert.equal(found.length, PRINTS.length, `the documentation has ${found.length} examples in those sections, the test knows ${PRINTS.length}`);
   });
 
   found.forEach((example, index) => {
     it(`${example.heading.replace(/^#+ /, "")}, example ${index + 1} (${example.language})`, { timeout: RUN_TIMEOUT_MS + 5_000 }, async () => {
-      assert.ok(example.code.includes(README_ETCD), "the example connects to the README's etcd address");
+      assert.ok(example.code.includes(DOCS_ETCD), "the example connects to the documentation's etcd address");
       const file = join(scratch, `example-${index + 1}.${example.language}`);
-      writeFileSync(file, example.code.replaceAll(README_ETCD, etcd.hostPorts[0]!));
+      writeFileSync(file, example.code.replaceAll(DOCS_ETCD, etcd.hostPorts[0]!));
       const { code, stdout, stderr } = await run(file, example.language);
       assert.equal(stderr, "", `stderr of example ${index + 1}`);
       assert.equal(code, 0, `example ${index + 1} exited ${code}\n${stdout}`);
