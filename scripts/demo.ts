@@ -116,7 +116,7 @@ function say(text: string): void {
 
 // ---------------------------------------------------------------- members
 
-/** A state change `etcd-leader run --json` reports on stderr (src/cli/run.ts); others are ignored. */
+/** A state change `etcd-leader run --json` reports on stderr (src/cli/commands/run.ts); others are ignored. */
 interface MemberEvent {
   at: string;
   event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "command-start" | "command-stop";

@@ -1,22 +1,22 @@
 // The package entry. `require("etcd-leader")` returns the factory itself, as
 // etcd-leader 0.0.1 did; everything else hangs off it.
 import { inspect } from "node:util";
-import type * as contract from "./backend";
-import * as answers from "./backend-answers";
-import * as etcd3 from "./backends/etcd3-options";
-import { backendFor } from "./backends/select";
-import * as diagnostics from "./diagnostics";
-import * as election from "./election";
-import * as errors from "./errors";
-import type * as changes from "./leader-changes";
-import * as lost from "./leadership-lost";
-import * as observer from "./observer";
-import { resolveOptions, type ElectionOptions as Options } from "./options";
-import type * as scope from "./scope";
-import * as settings from "./settings";
-import type * as state from "./state";
-import type * as waiting from "./until-elected";
-import * as who from "./who-leads";
+import type * as contract from "./contract/backend";
+import * as answers from "./contract/answers";
+import * as etcd3 from "./stores/etcd-v3/etcd3/options";
+import { backendFor } from "./stores/select";
+import * as diagnostics from "./election/diagnostics";
+import * as election from "./election/election";
+import * as errors from "./contract/errors";
+import type * as changes from "./leadership/leader-feed";
+import * as lost from "./leadership/lost";
+import * as observer from "./election/observer";
+import { resolveOptions, type ElectionOptions as Options } from "./election/options";
+import type * as scope from "./leadership/while-leading";
+import * as settings from "./election/settings";
+import type * as state from "./election/state";
+import type * as waiting from "./leadership/when-elected";
+import * as who from "./stores/who-leads";
 
 
 /**
@@ -111,7 +111,7 @@ namespace etcdLeader {
    */
   export const etcd3Options = etcd3.etcd3Options;
 
-  /** The node:diagnostics_channel names this package publishes on (see diagnostics.ts for the messages). */
+  /** The node:diagnostics_channel names this package publishes on (see src/election/diagnostics.ts for the messages). */
   export const channels = diagnostics.channels;
 
   /**

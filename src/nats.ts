@@ -18,16 +18,16 @@
 // before it says so is named until its key ages out. They name the holder
 // because nobody else can lead while it holds the key; when the holder will
 // say it leads depends on its implementation and is nowhere in the store.
-import type { Leader } from "./backend";
-import { NatsKvBackend } from "./backends/nats-kv";
-import { checkBucket, checkKey, type NatsKvBucket } from "./backends/nats-kv-client";
+import type { Leader } from "./contract/backend";
+import { NatsKvBackend } from "./stores/nats-kv/recipe";
+import { checkBucket, checkKey, type NatsKvBucket } from "./stores/nats-kv/nats/client";
 
 export type { NatsKvBucket };
-import { Election } from "./election";
-import { abortError } from "./leadership-lost";
-import { optionsForBucket, splitOptions, timingFor, type NatsElectionOptions } from "./nats-options";
-import { LeaderObserver } from "./observer";
-import { resolveOptions } from "./options";
+import { Election } from "./election/election";
+import { abortError } from "./leadership/lost";
+import { optionsForBucket, splitOptions, timingFor, type NatsElectionOptions } from "./stores/nats-kv/options";
+import { LeaderObserver } from "./election/observer";
+import { resolveOptions } from "./election/options";
 
 export type { NatsElectionOptions };
 

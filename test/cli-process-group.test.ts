@@ -11,9 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, describe, it } from "node:test";
-import { groupIsAlive } from "../src/cli/group-liveness";
-import type { OrphanGuard } from "../src/cli/orphan-guard-client";
-import { ProcessGroup, type CommandSpec } from "../src/cli/process-group";
+import { groupIsAlive } from "../src/cli/supervise/group-liveness";
+import type { OrphanGuard } from "../src/cli/supervise/orphan-guard-client";
+import { ProcessGroup, type CommandSpec } from "../src/cli/supervise/process-group";
 import { livingInGroups, livingProcesses } from "./fixtures/process-table.cjs";
 import { exitOrFail, sleep, waitFor } from "./helpers/waiting";
 
@@ -28,7 +28,7 @@ const STUBBORN_CHILD = "(trap '' TERM; sleep 30 & wait) & wait";
  */
 const ZOMBIE_MAKER = `$| = 1; if (fork() == 0) { my $z = fork(); exit 0 if $z == 0; setpgrp(0, 0); print "$$ $z\\n"; sleep 60; exit 0 } exit 0`;
 const GRACE_MS = 300;
-const GUARD = join(__dirname, "..", "src", "cli", "orphan-guard.ts");
+const GUARD = join(__dirname, "..", "src", "cli", "supervise", "orphan-guard.ts");
 
 /** Every group a test started, SIGKILLed at the end whatever happened. */
 const started = new Set<number>();

@@ -2,8 +2,8 @@
 // step down, what it counts from, and that nothing is left running after stop.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { Election } from "../src/election";
-import { resolveOptions } from "../src/options";
+import { Election } from "../src/election/election";
+import { resolveOptions } from "../src/election/options";
 import { FakeClock, settle } from "./helpers/fake-clock";
 import { ScriptedBackend } from "./helpers/scripted-backend";
 
@@ -142,7 +142,8 @@ describe("leader step-down timing", () => {
     election.on("error", (err) => {
       if (lostAt === undefined && /: gone$/.test(err.message)) lostAt = clock.now();
     });
-    // Joined, then the store unreachable for a while: the wait fails, and its retries back off to their 1 s ceiling.
+    // Joined, then the store unreachable for a while: the wait fails, and its
+    // retries back off to their 1 s ceiling.
     backend.firstInLine = false;
     backend.turnAnswer = "fail";
     election.start();
@@ -154,7 +155,8 @@ describe("leader step-down timing", () => {
     assert.ok(lostAt !== undefined, "the loss was never reported");
     backend.turnAnswer = "ok";
     await clock.advance(1_000);
-    // retryInitialDelay is 100 ms: the next join within it, not after the 0.5 to 1 s the failures had reached.
+    // retryInitialDelay is 100 ms: the next join within it, not after the 0.5
+    // to 1 s the failures had reached.
     const rejoinedAt = joinedAt[1];
     assert.ok(rejoinedAt !== undefined && rejoinedAt - lostAt <= 100, `lost at ${lostAt}, joined at ${joinedAt.join(", ")}`);
     election.stop();
@@ -277,7 +279,8 @@ describe("leader step-down timing", () => {
 
   it("renews on a fixed schedule from each send, so a slow link does not push renewals past the deadline", async () => {
     const { clock, backend, election, events } = setup();
-    // Answered 2 s after being sent: renewals sent every 5 s still land well within the 8 s horizon.
+    // Answered 2 s after being sent: renewals sent every 5 s still land well
+    // within the 8 s horizon.
     backend.renewLatency = 2_000;
     await elect(clock, election);
     await clock.advance(60_000);

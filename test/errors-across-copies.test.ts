@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import published = require("etcd-leader");
-import { MembershipLostError, isMembershipLost } from "../src/errors";
+import { MembershipLostError, isMembershipLost } from "../src/contract/errors";
 
 describe("MembershipLostError across copies of the package", () => {
   it("one thrown by a backend built on another copy is a MembershipLostError to the election", () => {

@@ -8,8 +8,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { resolve as resolvePath } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3, type Namespace } from "etcd3";
-import type { Claim } from "../src/backend";
-import { EtcdV3Backend, LINE_END_MEMBERS, type V3Membership } from "../src/backends/etcd-v3";
+import type { Claim } from "../src/contract/backend";
+import { EtcdV3Backend, LINE_END_MEMBERS, type V3Membership } from "../src/stores/etcd-v3/recipe";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { etcdMetrics } from "./helpers/store-clients";
@@ -358,7 +358,8 @@ describe("etcd v3 backend", () => {
       const members = await joinInOrder(key, names);
       const last = startMember("last", key);
       await waitFor(() => leaderNames(last).includes("m0"), "the last member to name m0");
-      // Not the member just before "last": nobody tells it of this one until its turn to be watched.
+      // Not the member just before "last": nobody tells it of this one until
+      // its turn to be watched.
       await members[LONG - 2]!.election.leave();
       for (let i = 0; i < LINE_END_MEMBERS; i++) await members[i]!.election.leave();
       await waitFor(() => leaderNames(last).at(-1) === `m${LINE_END_MEMBERS}`, "the last member to name the leader after the oldest end was read again");
@@ -586,7 +587,8 @@ describe("etcd v3 backend", () => {
       try {
         const { named, turn } = await waitingForTurn(d);
         assert.deepEqual(named, ["a"]);
-        // Compact away the history since d's listing: b's watch from where d saw it cannot start there.
+        // Compact away the history since d's listing: b's watch from where d
+        // saw it cannot start there.
         await compactPast(key);
         await a.backend.leave(a.membership, timeout());
         await waitFor(() => named.at(-1) === "b", "d to name b", 5_000);
@@ -621,7 +623,8 @@ describe("etcd v3 backend", () => {
         await a.backend.leave(a.membership, timeout());
         await waitFor(() => named.at(-1) === "x", "d to name x", 5_000);
         await sleep(200);
-        // The watch of x from d's listing is refused: d lists the line again (one read), and names x once.
+        // The watch of x from d's listing is refused: d lists the line again
+        // (one read), and names x once.
         const listings = (await reads()) - readsBefore;
         assert.ok(listings >= 1 && listings <= 2, `reads after a left: ${listings}`);
         await client.leaseClient.leaseRevoke({ ID: xLease });
@@ -644,7 +647,8 @@ describe("etcd v3 backend", () => {
       await backend.awaitLoss(membership, AbortSignal.timeout(2_000));
     });
 
-    // That every wait ends at its signal and leaves no watch is the conformance suite's; here, the keep-alive stream.
+    // That every wait ends at its signal and leaves no watch is the conformance
+    // suite's; here, the keep-alive stream.
     it("a renewal etcd does not answer (the server is frozen) is abandoned at once when its signal aborts; the keep-alive stream closes once the membership is left", limit, async () => {
       const before = await serverStreams();
       const first = await joined(uniqueKey("abort"), "a");

@@ -5,7 +5,7 @@
 // silent-connections.test.ts.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { BURST_MS, ConsecutiveBurstsBreaker } from "../src/backends/etcd3-burst-breaker";
+import { BURST_MS, ConsecutiveBurstsBreaker } from "../src/stores/etcd-v3/etcd3/burst-breaker";
 
 function breakerAt(): { breaker: ConsecutiveBurstsBreaker; advance: (ms: number) => void } {
   let t = 1_000;

@@ -6,8 +6,8 @@ import { spawn } from "node:child_process";
 import { resolve as resolvePath } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
-import { EtcdV3Backend, type V3Membership } from "../src/backends/etcd-v3";
-import { RequestTimeoutError } from "../src/errors";
+import { EtcdV3Backend, type V3Membership } from "../src/stores/etcd-v3/recipe";
+import { RequestTimeoutError } from "../src/contract/errors";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { FaultProxy } from "./helpers/fault-proxy";
@@ -98,7 +98,8 @@ describe("v3 renewals on one keep-alive stream per client", () => {
     const before = await keepAliveMetrics();
     const members = ["a", "b", "c", "d", "e"].map((name) => startElection(client, key, name, 1));
     await waitFor(() => members.some((m) => m.isLeader()), "a leader");
-    // A leader may be elected before the last member has joined (and has a renewal time to compare).
+    // A leader may be elected before the last member has joined (and has a
+    // renewal time to compare).
     await waitFor(() => members.every((m) => m.lastRenewedAt !== undefined), "every member to join");
     const renewedBefore = members.map((m) => m.lastRenewedAt!);
     // TTL 1 s: a renewal every 500 ms, so each member renews at least twice in 1.5 s.
@@ -118,7 +119,8 @@ describe("v3 renewals on one keep-alive stream per client", () => {
   it("the stream opens after the grant, while the member joins and lists, and before its first renewal", limit, async () => {
     const client = newClient();
     const before = await keepAliveMetrics();
-    // TTL 40 s: the stream opens within 5 s of the grant; the first renewal comes 10 s after it at the soonest.
+    // TTL 40 s: the stream opens within 5 s of the grant; the first renewal
+    // comes 10 s after it at the soonest.
     const member = startElection(client, uniqueKey("deferred"), "a", 40);
     await waitFor(() => member.isLeader(), "the member to lead");
     const renewedAt = member.lastRenewedAt;
@@ -131,7 +133,8 @@ describe("v3 renewals on one keep-alive stream per client", () => {
   it("a renewal due before the stream was to open opens it at once", limit, async () => {
     const client = newClient();
     const before = await keepAliveMetrics();
-    // TTL 40 s, but a renewal every 300 ms: the first comes long before the 5 s the opening waits for.
+    // TTL 40 s, but a renewal every 300 ms: the first comes long before the 5 s
+    // the opening waits for.
     const member = etcdLeader(client, uniqueKey("early-renewal"), "a", 40, { refreshInterval: 300 });
     elections.add(member);
     member.start();
@@ -190,7 +193,8 @@ describe("v3 renewals on one keep-alive stream per client", () => {
     const timedOutAfter = performance.now() - firstSentAt;
     assert.ok(timedOutAfter < 2 * delayMs, `the renewal failed at its timeout (${Math.round(timedOutAfter)} ms), not when the answer came`);
 
-    // The first request's answer comes back after ~2 × delayMs; this one's only 2 × delayMs after it was sent.
+    // The first request's answer comes back after ~2 × delayMs; this one's only
+    // 2 × delayMs after it was sent.
     const secondSentAt = performance.now();
     await backend.renew(membership, AbortSignal.timeout(5_000));
     const secondTook = performance.now() - secondSentAt;

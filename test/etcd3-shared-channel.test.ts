@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { after, before, describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
-import { sharedChannelFactory, type GrpcChannel } from "../src/backends/etcd3-shared-channel";
+import { sharedChannelFactory, type GrpcChannel } from "../src/stores/etcd-v3/etcd3/shared-channel";
 import etcdLeader from "../src/index";
 import { startEtcd, type EtcdCluster } from "./helpers/etcd-server";
 import { waitFor } from "./helpers/waiting";

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
-import { guardWatchManager } from "../src/backends/etcd3-watch-guard";
+import { guardWatchManager } from "../src/stores/etcd-v3/etcd3/watch-guard";
 
 const strayAnswer = { watch_id: "4242", canceled: true, created: false, events: [] };
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { afterEach, describe, it } from "node:test";
 import etcdLeader = require("../src/index");
-import { MembershipLostError } from "../src/errors";
+import { MembershipLostError } from "../src/contract/errors";
 import { EtcdAdmin } from "./faults/etcd-admin";
 import { BACKENDS } from "./faults/types";
 import { exitWhenDone, useEtcd, useStoreClients } from "./helpers/hooks";

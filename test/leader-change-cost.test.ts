@@ -18,7 +18,7 @@ import { CountingProxy, diffCounts } from "./helpers/counting-proxy";
 import { EventRecorder } from "./helpers/event-recorder";
 import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "./helpers/hooks";
 import { etcdMetrics } from "./helpers/store-clients";
-import { nextTurn } from "../src/turns";
+import { nextTurn } from "../src/util/turns";
 import { sleep, waitFor } from "./helpers/waiting";
 
 const MEMBERS = 8;

@@ -11,8 +11,8 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { Etcd3 } from "etcd3";
 import etcdLeader = require("../src/index");
-import { goLeaderBelief } from "../src/backends/nats-kv-go-members";
-import type { Election } from "../src/election";
+import { goLeaderBelief } from "../src/stores/nats-kv/go-members";
+import type { Election } from "../src/election/election";
 import { natsLeader, type NatsElectionOptions } from "../src/nats";
 import { GoStyleMember } from "./helpers/go-style-member";
 import { startNats, type NatsServer } from "./helpers/nats-server";
@@ -133,7 +133,8 @@ describe("a mixed election with Go members: the key deleted or purged from outsi
       // Counted from the Go member's last write, which came just before the removal.
       assert.ok(electedAt - removedAt >= BELIEF_MS - 100, `elected only ${(electedAt - removedAt).toFixed(0)} ms after the ${how}`);
       assert.ok(electedAt - removedAt < BELIEF_MS + 1_000, `elected ${(electedAt - removedAt).toFixed(0)} ms after the ${how}`);
-      // It held the key meanwhile, longer than a TTL, by renewing it: the token is its winning create's revision.
+      // It held the key meanwhile, longer than a TTL, by renewing it: the token
+      // is its winning create's revision.
       const [token] = member.events.filter((e) => e.type === "elected").map((e) => e.value as number);
       const entry = (await kv.get(KEY))!;
       assert.equal(entry.string(), "ours");
@@ -182,7 +183,8 @@ describe("goMembers: while the winner waits", () => {
   });
 
   it("renewals that fail as the wait ends: it leads on one that succeeds after them, and meanwhile waits without spinning", async () => {
-    // TTL 10 s: renewals every 5 s from the win, the wait 12.7 s, a term 8 s from the write it counts from.
+    // TTL 10 s: renewals every 5 s from the win, the wait 12.7 s, a term 8 s
+    // from the write it counts from.
     const ttlMs = 10_000;
     const kv = await freshBucket(ttlMs);
     const startedAt = performance.now();

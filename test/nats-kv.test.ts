@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it, type TestContext } from "node:test";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
-import { NatsKvBackend } from "../src/backends/nats-kv";
-import type { NatsMembership } from "../src/backends/nats-kv-holder";
-import { MembershipLostError } from "../src/errors";
-import type { Election } from "../src/election";
+import { NatsKvBackend } from "../src/stores/nats-kv/recipe";
+import type { NatsMembership } from "../src/stores/nats-kv/holder";
+import { MembershipLostError } from "../src/contract/errors";
+import type { Election } from "../src/election/election";
 import { natsLeader } from "../src/nats";
 import { FaultProxy } from "./helpers/fault-proxy";
 import { GoStyleMember } from "./helpers/go-style-member";
@@ -171,7 +171,8 @@ describe("NATS KV elections (nats-server 2.9)", () => {
     const kv = await freshBucket();
     const a = await member(kv, "a");
     await oneLeader([a]);
-    // b's creates go out 300 ms late, so that c wins, and their answers reach b a second after they came.
+    // b's creates go out 300 ms late, so that c wins, and their answers reach b
+    // a second after they came.
     let answerHandedAt = Infinity;
     const slowly = (write: KvMethod): KvMethod => async (...args) => {
       await sleep(300);
@@ -264,9 +265,10 @@ describe("NATS KV elections (nats-server 2.9)", () => {
   it("a leader whose renewals failed for a while and then recovered keeps its term, never names itself as someone else's follower, and still sees an outside delete", async (t) => {
     const proxy = await FaultProxy.start({ upstream: `127.0.0.1:${server.port}` });
     t.after(() => proxy.close());
-    // Reconnects fast after the blackhole's reset; a short request timeout makes renewals fail within it,
-    // and renewals every second leave the client's reconnect most of the TTL (6 s, less the 1.2 s margin)
-    // after the heal, as a leader renewing at TTL/2 would have after a shorter cut.
+    // Reconnects fast after the blackhole's reset; a short request timeout
+    // makes renewals fail within it, and renewals every second leave the
+    // client's reconnect most of the TTL (6 s, less the 1.2 s margin) after the
+    // heal, as a leader renewing at TTL/2 would have after a shorter cut.
     const connection = await connect({ servers: proxy.hostPort, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
     t.after(() => connection.close());
     const bucket = `election_${++buckets}`;
@@ -385,7 +387,8 @@ describe("a bucket deleted and made again with another TTL", () => {
 
   it("too short for the members' timing: they do not take its key, and the error names the bucket and both TTLs, not an option never set", async () => {
     const { name, a, errors } = await leaderOfADeletedBucket(4_000);
-    // Its defaults (renew every 2 s, step down 0.8 s early) came from the old TTL: they do not fit 1 s.
+    // Its defaults (renew every 2 s, step down 0.8 s early) came from the old
+    // TTL: they do not fit 1 s.
     const remade = await kvm.create(name, { ttl: 1_000, history: 1 });
     const message = await waitFor("an error about the new TTL", BOUND_MS, () => errors.find((m) => /max_age 1000 ms/.test(m)));
     assert.match(message, new RegExp(`the bucket "${name}"'s TTL \\(max_age 1000 ms\\) \\(it was 4000 ms when this member was made`));

@@ -4,11 +4,12 @@
 // the others' names come from their own writes).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { OlderMembers as V2OlderMembers } from "../src/backends/etcd-v2-older-members";
-import { OlderMembers as V3OlderMembers } from "../src/backends/etcd-v3-older-members";
-import { PackedNames } from "../src/backends/packed-names";
+import { OlderMembers as V2OlderMembers } from "../src/stores/etcd-v2/line";
+import { OlderMembers as V3OlderMembers } from "../src/stores/etcd-v3/line";
+import { PackedNames } from "../src/stores/etcd-v3/packed-names";
 
-// Empty, one character, non-Latin-1 and astral names, a name holding what a separator might have been.
+// Empty, one character, non-Latin-1 and astral names, a name holding what a
+// separator might have been.
 const NAMES = ["alpha", "", "b", "nœud-7", "🦀 crab", "with\u0000nul", "x".repeat(300), "last"];
 
 describe("packed names", () => {

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { describe, it } from "node:test";
-import { OrphanGuard } from "../src/cli/orphan-guard-client";
+import { OrphanGuard } from "../src/cli/supervise/orphan-guard-client";
 import { livingInGroups } from "./fixtures/process-table.cjs";
 import { waitFor } from "./helpers/waiting";
 

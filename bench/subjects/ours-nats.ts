@@ -4,7 +4,7 @@
 // again with the same settings is a no-op, so every member may try.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
-import type { Election } from "../../src/election";
+import type { Election } from "../../src/election/election";
 import { natsLeader } from "../../src/nats";
 import { SUBJECTS } from "./info";
 import type { Member, MemberListener, MemberSpec, Subject, SubjectRuntime } from "./types";

@@ -7,14 +7,14 @@
 import { hostname } from "node:os";
 import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { connect, type Api, type ConnectionFlags } from "./clients";
+import { connect, type Api, type ConnectionFlags } from "./stores/clients";
 import { CliError, EXIT } from "./exit";
 import { RUN_HELP, TOOL_HELP, WATCH_HELP, WHO_HELP } from "./help";
 import { Reporter } from "./report";
-import { run, type RunSettings } from "./run";
-import type { Store } from "./store";
-import { watch } from "./watch";
-import { who } from "./who";
+import { run, type RunSettings } from "./commands/run";
+import type { Store } from "./stores/store";
+import { watch } from "./commands/watch";
+import { who } from "./commands/who";
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 

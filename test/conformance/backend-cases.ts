@@ -2,8 +2,8 @@
 // awaitLoss and leave promise, and that every wait ends at its signal.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { ElectionBackend, Membership } from "../../src/backend";
-import { MembershipLostError } from "../../src/errors";
+import type { ElectionBackend, Membership } from "../../src/contract/backend";
+import { MembershipLostError } from "../../src/contract/errors";
 import { sleep, waitFor, withDeadline } from "../helpers/waiting";
 import { LIVENESS_MS, TTL_MS, noLeader, type Harness } from "./harness";
 

@@ -1,13 +1,13 @@
-// The contract's rules for claims (src/backend.ts), one case each: what a
+// The contract's rules for claims (src/contract/backend.ts), one case each: what a
 // backend hands the state machine when it joins or wins. The election checks
-// the same rules at run time (src/backend-answers.ts) and refuses to lead on a
+// the same rules at run time (src/contract/answers.ts) and refuses to lead on a
 // claim that breaks one; these cases find the fault before a user does, and
 // name the field. Each rule is a function of a bare backend, so that a
 // backend broken on purpose can be shown to fail it (test/backend-answers.test.ts).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { Claim, ElectionBackend } from "../../src/backend";
-import { heldClaimProblem, newClaimProblem } from "../../src/backend-answers";
+import type { Claim, ElectionBackend } from "../../src/contract/backend";
+import { heldClaimProblem, newClaimProblem } from "../../src/contract/answers";
 import { LIVENESS_MS, noLeader, type Harness } from "./harness";
 
 export interface ClaimRule {
@@ -94,7 +94,8 @@ export const CLAIM_RULES: readonly ClaimRule[] = [
     title: "awaitTurn handed a claim resolves with that membership and token",
     check: (backend) =>
       withNewClaim(backend, async ({ claim }) => {
-        // Queue-style: the place in line, first in it. Race-style: what it won, handed back after a phase started over.
+        // Queue-style: the place in line, first in it. Race-style: what it won,
+        // handed back after a phase started over.
         const turn = await backend.awaitTurn(claim, noLeader, AbortSignal.timeout(LIVENESS_MS));
         assertNoProblem(heldClaimProblem(turn, claim));
       }),

@@ -3,7 +3,7 @@
 // drops a membership (deleted, expired) or stops answering one member.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { Leader } from "../../src/backend";
+import type { Leader } from "../../src/contract/backend";
 import etcdLeader = require("../../src/index");
 import { EXTERNAL_DELETE_OVERLAP_MS } from "../faults/store-faults";
 import { checkHistories, formatReport } from "../helpers/leadership-history";

@@ -3,12 +3,12 @@
 // cut off), and an operator's view of the store through EtcdAdmin (HTTP, the
 // v3 JSON gateway and etcdctl), which holds no connection of its own.
 import { Etcd3 } from "etcd3";
-import type { ElectionBackend } from "../../src/backend";
-import { EtcdV2Backend } from "../../src/backends/etcd-v2";
-import { etcd3Options } from "../../src/backends/etcd3-options";
-import { DEFAULT_WATCH_REARM_INTERVAL_MS } from "../../src/options";
-import { EtcdV3Backend } from "../../src/backends/etcd-v3";
-import type { NodeEtcdClient } from "../../src/backends/node-etcd-client";
+import type { ElectionBackend } from "../../src/contract/backend";
+import { EtcdV2Backend } from "../../src/stores/etcd-v2/recipe";
+import { etcd3Options } from "../../src/stores/etcd-v3/etcd3/options";
+import { DEFAULT_WATCH_REARM_INTERVAL_MS } from "../../src/election/options";
+import { EtcdV3Backend } from "../../src/stores/etcd-v3/recipe";
+import type { NodeEtcdClient } from "../../src/stores/etcd-v2/node-etcd/client";
 import { EtcdAdmin } from "../faults/etcd-admin";
 import type { Backend } from "../faults/types";
 import { startEtcd, type EtcdCluster } from "../helpers/etcd-server";

@@ -3,7 +3,7 @@
 // recorded (elected, unelected, leader, error), backends used on their own,
 // and the test runner's hooks that stop and clean up all of it.
 import { after, afterEach, before } from "node:test";
-import type { Claim, ElectionBackend, Membership } from "../../src/backend";
+import type { Claim, ElectionBackend, Membership } from "../../src/contract/backend";
 import etcdLeader = require("../../src/index");
 import type { MemberHistory } from "../helpers/leadership-history";
 import { exitOrFail, waitFor, withDeadline } from "../helpers/waiting";

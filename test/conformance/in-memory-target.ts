@@ -2,7 +2,7 @@
 // (examples/in-memory-backend.ts), a race-style store: one MemoryStore per
 // election. The store lives in this process, so a cut connection is
 // simulated: the member's backend stops answering (intercepted-backend.ts).
-import type { ElectionBackend } from "../../src/backend";
+import type { ElectionBackend } from "../../src/contract/backend";
 import { MemoryBackend, MemoryStore } from "../../examples/in-memory-backend";
 import { InterceptedBackend } from "./intercepted-backend";
 import type { ConformanceTarget, TargetElection } from "./target";

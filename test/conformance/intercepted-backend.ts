@@ -2,7 +2,7 @@
 // a call before it reaches the store, hold an answer after the store gave it,
 // or cut the member off so that nothing it asks is ever answered. The wrapped
 // backend still does all the store's work; only the timing changes.
-import type { ElectionBackend, LeaderListener } from "../../src/backend";
+import type { ElectionBackend, LeaderListener } from "../../src/contract/backend";
 
 type Method = "join" | "awaitTurn" | "renew" | "awaitLoss" | "leave" | "observe" | "readLeader";
 

@@ -7,8 +7,8 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
-import type { ElectionBackend } from "../../src/backend";
-import { NatsKvBackend } from "../../src/backends/nats-kv";
+import type { ElectionBackend } from "../../src/contract/backend";
+import { NatsKvBackend } from "../../src/stores/nats-kv/recipe";
 import { FaultProxy } from "../helpers/fault-proxy";
 import { startNats, type NatsServer } from "../helpers/nats-server";
 import { waitFor } from "../helpers/waiting";

@@ -3,7 +3,7 @@
 // operator (or a failing network) can do to that store from outside. A new
 // backend joins the suite with one small file that builds a target and one
 // test file that calls `runConformance(target)`; see README.md beside this.
-import type { ElectionBackend } from "../../src/backend";
+import type { ElectionBackend } from "../../src/contract/backend";
 
 /** The store operations a target may be unable to perform, each with the reason why. */
 export type StoreOperation = "deleteMember" | "expireMember" | "cutConnection" | "openWatches";

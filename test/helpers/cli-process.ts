@@ -20,7 +20,7 @@ const REPO_ROOT = join(__dirname, "..", "..");
 const MAIN = join(REPO_ROOT, "src", "cli", "main.ts");
 export const CHILD = join(REPO_ROOT, "test", "fixtures", "cli-child.cjs");
 
-/** A state change the CLI reported (run --json): `event` as in src/cli/run.ts, `at` as Date.now(). */
+/** A state change the CLI reported (run --json): `event` as in src/cli/commands/run.ts, `at` as Date.now(). */
 export interface CliEvent {
   event: string;
   atMs: number;

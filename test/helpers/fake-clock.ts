@@ -1,6 +1,6 @@
 // A hand-driven monotonic clock for the state machine's timer logic. Time only
 // moves in advance(); between timers, pending promise callbacks get to run.
-import type { Clock } from "../../src/clock";
+import type { Clock } from "../../src/util/clock";
 
 interface Timer {
   id: number;

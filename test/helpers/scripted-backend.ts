@@ -1,9 +1,9 @@
 // A backend whose every answer the test decides, for the state machine's
 // timer logic only. Tests of behaviour against a store use a real etcd.
-import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../src/backend";
-import { MembershipLostError } from "../../src/errors";
+import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../src/contract/backend";
+import { MembershipLostError } from "../../src/contract/errors";
 
-import type { Clock } from "../../src/clock";
+import type { Clock } from "../../src/util/clock";
 
 export type RenewAnswer = "ok" | "fail" | "lost" | "hang";
 

@@ -11,7 +11,7 @@ const Etcd = require("node-etcd") as new (hosts: string[]) => unknown;
 export class StoreClients {
   private readonly etcd3Clients = new Set<Etcd3>();
 
-  /** `hosts` may be a function, for an etcd that starts after the clients are set up (see hooks.ts). */
+  /** `hosts` may be a function, for an etcd that starts after the clients are set up (see src/cli/supervise/hooks.ts). */
   constructor(private readonly hosts: string[] | (() => string[])) {}
 
   /** A new client for `api` on the given hosts (default: the file's etcd). */

@@ -1,0 +1,184 @@
+// Keeps one membership alive: renews it every refresh interval, retries failed
+// renewals with back-off, and tells its owner when each renewal that succeeded
+// was *sent*, which is what a leader's deadline is counted from.
+import { ChildAbortController, untilAborted } from "../util/abort";
+import type { ElectionBackend, Membership } from "../contract/backend";
+import { callBackend } from "../contract/answers";
+import { Backoff } from "../util/backoff";
+import type { Clock } from "../util/clock";
+import { isMembershipLost, RequestTimeoutError } from "../contract/errors";
+import type { ResolvedOptions } from "./options";
+
+export interface RenewalListener {
+  /** A renewal sent at `sentAt` (monotonic ms) was confirmed by the store. */
+  renewed(sentAt: number): void;
+  /** A renewal failed and will be retried. */
+  failed(error: unknown, attempt: number): void;
+  /** The next try after a failed renewal is due in `delayMs`. */
+  retrying?(error: unknown, attempt: number, delayMs: number): void;
+  /** A renewal succeeded after one or more failures: long-lived watches may have died meanwhile. */
+  recovered(): void;
+  /** The store no longer holds the membership. Renewal has stopped. */
+  lost(error: unknown): void;
+}
+
+export class Renewal<M extends Membership> {
+  /**
+   * The renewals in flight (a scheduled one, and one renewNow asked for), for
+   * stop() to cancel. Each has a controller only while it runs: a member
+   * renews for as long as it lives, and an idle signal is some 0.5 KiB.
+   */
+  private readonly inFlight: AbortController[] = [];
+  private readonly backoff: Backoff;
+  private timer: unknown;
+  private stopped = false;
+  private confirmedSentAt = -Infinity;
+
+  constructor(
+    private readonly backend: ElectionBackend<M>,
+    private readonly membership: M,
+    private readonly options: ResolvedOptions,
+    private readonly clock: Clock,
+    private readonly listener: RenewalListener,
+    private readonly random: () => number = Math.random,
+  ) {
+    // Retries must fit several times into what is left of the TTL after a missed renewal.
+    const maxRetryDelay = Math.max(options.retryInitialDelay, Math.min(options.retryMaxDelay, options.refreshInterval / 4));
+    this.backoff = new Backoff(options.retryInitialDelay, maxRetryDelay);
+  }
+
+  /**
+   * Schedules the first renewal within one refresh interval after
+   * `lastSentAt`, when the membership was created: at a random point of the
+   * interval's second half. Members started together (a deployment, every
+   * host rebooting) would otherwise renew in step for ever, a burst of one
+   * write each per interval that a change of leader can land in; the first
+   * renewal spreads them, and the schedule keeps that phase. Renewing sooner
+   * only moves the deadline later.
+   */
+  start(lastSentAt: number): void {
+    this.confirmedSentAt = lastSentAt;
+    const spread = (this.options.refreshInterval / 2) * this.random();
+    this.schedule(lastSentAt + this.options.refreshInterval - spread - this.clock.now());
+  }
+
+  /** When the newest renewal (or the join) that the store confirmed was sent. */
+  get lastConfirmedSentAt(): number {
+    return this.confirmedSentAt;
+  }
+
+  /**
+   * Renews at once and resolves with the send time once the store confirmed
+   * it; the periodic schedule restarts from there. Rejects on failure (the
+   * periodic renewal goes on) or when `signal` aborts.
+   */
+  async renewNow(signal: AbortSignal): Promise<number> {
+    this.cancelTimer();
+    try {
+      const sentAt = await this.attempt(signal);
+      this.scheduleAfter(sentAt);
+      return sentAt;
+    } catch (err) {
+      // A renewal given up because the caller stopped waiting did not fail:
+      // schedule, but report nothing.
+      if (!this.stopped && this.timer === undefined) this.retryAfter(err, !signal.aborted);
+      throw err;
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.cancelTimer();
+    for (const request of this.inFlight.splice(0)) request.abort(new Error("renewal stopped"));
+  }
+
+  private schedule(delay: number): void {
+    if (this.stopped) return;
+    this.cancelTimer();
+    this.timer = this.clock.setTimeout(() => {
+      this.timer = undefined;
+      void this.attempt().then(
+        (sentAt) => this.scheduleAfter(sentAt),
+        (err: unknown) => {
+          if (!this.stopped && this.timer === undefined) this.retryAfter(err, true);
+        },
+      );
+    }, Math.max(0, delay));
+  }
+
+  /**
+   * The next renewal is due one refresh interval after this one was *sent*:
+   * counting from its answer instead would let a slow link push every renewal
+   * later, until they no longer arrive before the leader's deadline.
+   */
+  private scheduleAfter(sentAt: number): void {
+    this.schedule(sentAt + this.options.refreshInterval - this.clock.now());
+  }
+
+  private retryAfter(error: unknown, report: boolean): void {
+    const delayMs = this.backoff.next();
+    if (report) this.listener.retrying?.(error, this.backoff.attempts, delayMs);
+    this.schedule(delayMs);
+  }
+
+  private cancelTimer(): void {
+    if (this.timer !== undefined) {
+      this.clock.clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  /** One renewal, cut short when `signal` aborts; reports its outcome to the listener and rethrows failures. */
+  private async attempt(signal?: AbortSignal): Promise<number> {
+    const sentAt = this.clock.now();
+    const request = signal ? new ChildAbortController(signal) : new AbortController();
+    const requestSignal = request.signal;
+    // A real timer, as AbortSignal.timeout() has: the request timeout is the
+    // network's, not the clock's.
+    const timeout = setTimeout(() => request.abort(new DOMException("renewal timed out", "TimeoutError")), this.options.requestTimeout);
+    timeout.unref();
+    this.inFlight.push(request);
+    let renewing: Promise<void> | undefined;
+    try {
+      renewing = callBackend(() => this.backend.renew(this.membership, requestSignal));
+      await untilAborted("renew", renewing, requestSignal);
+    } catch (failure) {
+      if (this.stopped || signal?.aborted) throw failure;
+      const err = renewing ? await backendTimeout(renewing, failure) : failure;
+      if (isMembershipLost(err)) {
+        this.stop();
+        this.listener.lost(err);
+      } else {
+        this.listener.failed(err, this.backoff.attempts + 1);
+      }
+      throw err;
+    } finally {
+      clearTimeout(timeout);
+      const index = this.inFlight.indexOf(request);
+      if (index >= 0) this.inFlight.splice(index, 1);
+      // Detached from the caller's signal: a signal that lives on keeps no trace of it.
+      if (request instanceof ChildAbortController) request.release(new Error("renewal over"));
+    }
+    if (this.stopped) return sentAt;
+    this.confirmedSentAt = Math.max(this.confirmedSentAt, sentAt);
+    const hadFailed = this.backoff.attempts > 0;
+    this.backoff.reset();
+    this.listener.renewed(sentAt);
+    if (hadFailed) this.listener.recovered();
+    return sentAt;
+  }
+}
+
+/**
+ * When a renewal times out, the backend's own timeout, if it gives one by the
+ * next turn of the event loop, says more (which request, and for etcd3 what
+ * to configure when timeouts keep coming): report that one instead.
+ */
+async function backendTimeout(renewing: Promise<void>, failure: unknown): Promise<unknown> {
+  if (!(failure instanceof RequestTimeoutError)) return failure;
+  const own = await Promise.race([
+    renewing.then(() => undefined, (err: unknown) => err),
+    new Promise<undefined>((resolve) => setImmediate(() => resolve(undefined))),
+  ]);
+  return own instanceof RequestTimeoutError ? own : failure;
+}

@@ -1,0 +1,757 @@
+// ZooKeeper's in-order election recipe on etcd's v2 API, through node-etcd.
+//
+//   join      POST <dir> value=<name> ttl=<ttl>      -> <dir>/<createdIndex, zero-padded>
+//   renew     PUT <key> ttl=<ttl> refresh=true prevExist=true (no value: wakes no watcher)
+//   turn      GET <dir>?sorted=true; the lowest createdIndex leads. The
+//             member next in line (the heir) watches the leader; every other
+//             member watches the heir. When the last older member goes, the
+//             member's witness or a GET <key> proves our own key still exists
+//             after that (it may have gone with the whole directory, or been
+//             deleted alone) before we lead.
+//   announce  PUT <key> value=<name> ttl=<ttl> prevExist=true, once, by a
+//             member that waited for its turn, when it leads: an `update`
+//             event, which tells the members watching it that it leads.
+//   loss      the leader watches its own key for a delete or an expiry.
+//   leave     DELETE <key>
+//
+// The layout and values are those of etcd-leader 0.0.1, so members of both can
+// share one election during a rolling upgrade.
+//
+// Waiting costs no listing: a member remembers the members older than itself
+// from its one listing (no member can become older later, since createdIndex
+// only grows), and when the member it watches goes it watches the next one
+// from the index it was last seen at, which replays its removal if it went
+// meanwhile: one request per change, no read. When etcd has forgotten the
+// history a watch needs (error 401: more than 1000 events since, renewals not
+// counted), a point read of the watched key says whether it is still there;
+// for the member next in line, the watch then goes on from where the leader
+// was last seen (a read cannot show whether that member announced meanwhile;
+// an announcement comes only after the leader's removal), or, if etcd has
+// forgotten that too, a read of the leader tells. A 401 names where etcd's
+// history starts, so the next member last seen before it is read at once,
+// without the watch.
+//
+// Why followers watch the heir and not the leader: a leader's removal then
+// wakes only the heir, whose proof of turn is the first answer etcd sends and
+// the first this process reads, not one among a hundred. The followers learn
+// the new leader from its announcement a round trip later, and re-arm one
+// watch each, as they would have on the removal.
+//
+// No long poll waits unbounded. A connection that dies without a FIN or an
+// RST (a NAT gateway or firewall forgetting an idle flow) would hold a watch
+// forever: the member would never learn that the member before it went, and
+// nobody would be elected. Every watch is abandoned after watchRearmInterval
+// and asked again from the last index it saw, on a new connection, so etcd
+// replays whatever it missed: a lost poll costs at most that bound, for one
+// request per watch per bound and no extra read (a re-armed watch from the
+// same index proves as much as a read would). Only a re-arm that etcd answers
+// with 401 costs a point read.
+import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../contract/backend";
+import { ChildAbortController, untilAborted } from "../../util/abort";
+import { MembershipLostError } from "../../contract/errors";
+import { nextTurn } from "../../util/turns";
+import { log } from "../../util/log";
+import { electionDirectory } from "./key";
+import { OlderMembers, type LineMember } from "./line";
+import { TurnWitness, type TurnVerdict } from "./turn-witness";
+import {
+  call,
+  V2ErrorCode,
+  v2ErrorCode,
+  type NodeEtcdClient,
+  UnansweredError,
+  V2_REMOVALS,
+  type V2Body,
+  type V2Node,
+} from "./node-etcd/client";
+
+export interface V2Membership extends Membership {
+  /** The membership key, `<dir>/<createdIndex>`. */
+  readonly id: string;
+  /** Its createdIndex: its place in line, and its fencing token. */
+  readonly token: number;
+  /** An etcd index at which the key was known to exist; watches start after it. */
+  knownAliveAt: number;
+  /** Told after each renewal that moved knownAliveAt: the wait for the turn may arm its witness then. */
+  onRenewed?: (() => void) | undefined;
+  /** Set while the member leads without having told the members watching it: its next renewal announces. */
+  unannounced?: boolean;
+  /** The announcement sent when it came to lead, settled (never rejected) once etcd answered it or it gave up. */
+  announcing?: Promise<void> | undefined;
+}
+
+interface Member {
+  key: string;
+  name: string;
+  createdIndex: number;
+  /** Written without a TTL: by hand, as no member of ours or of 0.0.1 writes one. */
+  permanent?: boolean;
+}
+
+/** node-etcd retries some failures on its own for up to half a minute; the state machine retries instead. */
+const NO_CLIENT_RETRIES = { maxRetries: 0 } as const;
+
+export class EtcdV2Backend implements ElectionBackend<V2Membership> {
+  readonly description: string;
+  private readonly dir: string;
+  /** The directory as etcd names it in answers: one leading slash, none trailing. */
+  private readonly dirPath: string;
+  /**
+   * The oldest index etcd's event history held at the last 401 this member
+   * got: it only moves on, so a watch from before it is not asked for (a
+   * follower of a busy election would pay a 401, a read and a watch for each
+   * member it comes to, where a read and a watch do).
+   */
+  private historyStart = 0;
+
+  constructor(
+    private readonly client: NodeEtcdClient,
+    key: string,
+    private readonly name: string,
+    private readonly ttlSeconds: number,
+    private readonly watchRearmInterval: number,
+  ) {
+    this.dir = electionDirectory(key);
+    this.dirPath = this.dir;
+    this.description = `etcd v2 ${this.dir}`;
+  }
+
+  async join(signal: AbortSignal): Promise<Claim<V2Membership>> {
+    const sentAt = performance.now();
+    // etcd may apply a create whose answer comes after we stopped waiting, and
+    // only that answer names the key: keep listening for it (up to a TTL, after
+    // which the key is gone anyway) and delete what it names.
+    const creating = call(
+      "create membership",
+      (cb) => this.client.create(this.dir, this.name, { ttl: this.ttlSeconds, ...NO_CLIENT_RETRIES }, cb),
+      undefined,
+      this.ttlSeconds * 1000,
+    );
+    creating.then(
+      ({ body }) => {
+        if (signal.aborted && body.node) this.abandon(body.node.key);
+      },
+      () => undefined,
+    );
+    const { body, etcdIndex } = await untilAborted("create membership", creating, signal);
+    const node = requireNode(body, "create");
+    const membership = { id: node.key, token: node.createdIndex, knownAliveAt: etcdIndex ?? node.modifiedIndex };
+    // etcd v2 applies the TTL it was given, to the second.
+    return { membership, token: node.createdIndex, sentAt, ttlMs: this.ttlSeconds * 1000 };
+  }
+
+  private abandon(key: string): void {
+    call("delete abandoned membership", (cb) => this.client.del(key, { ...NO_CLIENT_RETRIES }, cb), AbortSignal.timeout(this.ttlSeconds * 1000)).then(
+      () => log.v2("deleted %s, created after its member stopped waiting", key),
+      (err: unknown) => log.v2("could not delete abandoned %s: %s", key, (err as Error).message),
+    );
+  }
+
+  async renew(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    if (membership.unannounced) return this.announce(membership, signal);
+    await this.write(membership, "refresh membership", null, signal);
+  }
+
+  /**
+   * Tells the members watching ours that it leads: a write of its value
+   * (with prevExist, an `update` event; 0.0.1 members renew with
+   * compareAndSwap, and a refresh wakes nobody). It renews the key too. Until
+   * one succeeds, each renewal announces instead of refreshing.
+   */
+  private async announce(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    membership.unannounced = true;
+    await this.write(membership, "announce leadership", this.name, signal);
+    membership.unannounced = false;
+  }
+
+  /** A refresh (value null: no watcher wakes) or a write of our value, of our own key only. */
+  private async write(membership: V2Membership, operation: string, value: string | null, signal: AbortSignal): Promise<void> {
+    try {
+      const options = value === null ? { refresh: true } : {};
+      const { body, etcdIndex } = await call(
+        operation,
+        (cb) => this.client.set(membership.id, value, { ttl: this.ttlSeconds, ...options, prevExist: true, ...NO_CLIENT_RETRIES }, cb),
+        signal,
+      );
+      const node = requireNode(body, operation);
+      if (node.createdIndex !== membership.token) {
+        // Ours was removed and someone wrote a key of the same name since: that
+        // one is not our place in line.
+        throw new MembershipLostError(`membership ${membership.id} was replaced by a key created at ${node.createdIndex}`);
+      }
+      membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex ?? node.modifiedIndex);
+      membership.onRenewed?.();
+    } catch (err) {
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) {
+        throw new MembershipLostError(`membership ${membership.id} has expired or was deleted`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  async awaitTurn(
+    joined: Claim<V2Membership> | undefined,
+    onLeader: LeaderListener,
+    signal: AbortSignal,
+  ): Promise<Claim<V2Membership>> {
+    if (!joined) throw new TypeError("etcd v2 elections are queues: join before awaiting the turn");
+    const { membership } = joined;
+    const older = await this.placeInLine(membership, signal);
+    if (!older) return joined;
+    onLeader(leaderOf(older.oldest()));
+    const { turnAt, proven } = await this.waitForOlderMembers(membership, older, onLeader, signal);
+    if (!proven) await this.confirmAlive(membership, turnAt, signal);
+    // Members behind ours watch it, not the leader that went: tell them at
+    // once, but after `elected`, which the election emits in this turn's
+    // microtasks: building node-etcd's request costs a third of a
+    // millisecond, and the write goes out at the end of the turn either way.
+    // The write gets a TTL, and a renewal announces again if it fails.
+    membership.unannounced = true;
+    membership.announcing = new Promise<void>((resolve) => process.nextTick(resolve))
+      .then(() => this.announce(membership, AbortSignal.timeout(this.ttlSeconds * 1000)))
+      .catch((err: unknown) =>
+        log.v2("%s: announcing failed, the next renewal announces: %s", membership.id, (err as Error).message),
+      );
+    return joined;
+  }
+
+  /**
+   * The members older than ours, from one listing; undefined when none is.
+   * The listing itself is not kept: the wait holds only what it needs
+   * (src/stores/etcd-v2/line.ts).
+   */
+  private async placeInLine(membership: V2Membership, signal: AbortSignal): Promise<OlderMembers | undefined> {
+    const { members, etcdIndex } = await this.list(signal);
+    const position = members.findIndex((m) => m.key === membership.id);
+    if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
+    if (position === 0) return undefined;
+    membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
+    return new OlderMembers(this.dirPath, members.slice(0, position), etcdIndex);
+  }
+
+  /**
+   * Our turn came at etcd index `turnAt` (the removal of the last older
+   * member). A recent renewal does not show that our key outlived that index:
+   * it may have been deleted alone, or with the whole directory, in the same
+   * breath. One read at an index at or after `turnAt` does; a server that has
+   * not caught up yet is asked again with a quorum read.
+   */
+  private async confirmAlive(membership: V2Membership, turnAt: number, signal: AbortSignal): Promise<void> {
+    for (const quorum of [false, true]) {
+      const seen = await this.read(membership.id, signal, quorum);
+      if (!seen || seen.createdIndex !== membership.token) {
+        throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
+      }
+      if (seen.index >= turnAt) {
+        membership.knownAliveAt = Math.max(membership.knownAliveAt, seen.index);
+        return;
+      }
+    }
+    throw new Error(`etcd answered a quorum read of ${membership.id} at an index before ${turnAt}`);
+  }
+
+  /**
+   * Waits until no older member is left, then resolves with the etcd index
+   * at which the last one was seen gone, and whether our key is known to
+   * have outlived it.
+   *
+   * One member is watched at a time, from the index it was last seen at, so
+   * a change since then is replayed at once:
+   * - while another member stands between ours and the leader, the heir (the
+   *   member next in line after the leader). Its removal moves the watch to
+   *   the member behind it; its announcement (it leads, so the leader before
+   *   it is gone) names it the leader.
+   * - once ours is the heir, the leader: its removal is our turn.
+   * A change of leader costs a follower one request, and the leader's
+   * removal wakes only the heir. A member that leaves from further back is
+   * passed over when the watch comes to it: its removal is replayed at once.
+   * One long poll per follower (a socket and some 11 KiB here, and a watcher
+   * at etcd), not two as in ZooKeeper's recipe.
+   *
+   * 0.0.1 members do not announce; they renew by writing their value (a
+   * compareAndSwap event). A follower that sees its heir do so watches the
+   * leader instead, from where it was last seen, and when the leader goes
+   * names the heir at once, from memory. Only before that heir's first
+   * renewal (within half its TTL of the listing) does a follower learn of its
+   * leadership late: at that renewal. A key written by hand without a TTL
+   * (no member writes one) never writes again: the listing shows it, and it
+   * is a silent heir from the start.
+   *
+   * The heir also holds a witness (src/stores/etcd-v2/turn-witness.ts) that proves the
+   * turn without a read: from its listing if that shows it next, else from
+   * its first renewal after it became next (a renewal says at which index
+   * our key was there, so the witness has nothing to replay).
+   */
+  private async waitForOlderMembers(
+    membership: V2Membership,
+    older: OlderMembers,
+    onLeader: LeaderListener,
+    signal: AbortSignal,
+  ): Promise<{ turnAt: number; proven: boolean }> {
+    const watches = new WatchSet(this, signal);
+    const armWitness = () => {
+      if (older.size !== 1 || watches.hasWitness()) return;
+      const watchDirectory = (from: number, s: AbortSignal) => this.watch(this.dir, from, true, s);
+      const predecessorKey = older.oldest()!.key;
+      watches.witness(new TurnWitness(watchDirectory, membership.id, membership.token, predecessorKey, membership.knownAliveAt, watches.signal));
+    };
+    /** The etcd index the leader was last seen at: the listing's, or its announcement's. */
+    let leaderSeenAt = older.listedAt;
+    /** A heir seen renewing by writing (a 0.0.1 member), which will not announce: where, and under which name. */
+    let silentHeir: { createdIndex: number; seenAt: number; name: string } | undefined;
+    /** The name of a heir that will not announce (a 0.0.1 member, or a key written by hand), else undefined. */
+    const silentName = (heir: LineMember) =>
+      heir.createdIndex === silentHeir?.createdIndex ? silentHeir.name : older.permanentName(heir.createdIndex);
+    const watchNext = () => {
+      const heir = older.heir();
+      if (heir && silentName(heir) === undefined) watches.follow(heir, heir.seenAt, true);
+      else watches.follow(older.oldest()!, leaderSeenAt);
+    };
+    membership.onRenewed = armWitness;
+    try {
+      // The listing named the leader; the first watch can wait its turn too
+      // (from where the listing saw the member, it replays what came since).
+      if (older.size > 1) {
+        await nextTurn();
+        signal.throwIfAborted();
+      }
+      watchNext();
+      armWitness();
+      let turnAt = older.listedAt;
+      /** Set once no older member is left and the witness has yet to vouch for our key at that point. */
+      let awaitingWitness = false;
+      for (;;) {
+        const result = await watches.next(older.size === 1 && !watches.hasWitness());
+        if ("verdict" in result) {
+          const { verdict } = result;
+          if (verdict.kind === "lost") throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
+          if (verdict.kind === "turn") return { turnAt: Math.max(turnAt, verdict.at), proven: true };
+          if (awaitingWitness) return { turnAt, proven: false };
+          continue;
+        }
+        const { member, outcome, at, value } = result;
+        turnAt = Math.max(turnAt, at);
+        const leader = older.oldest()!;
+        if (member.createdIndex === leader.createdIndex) {
+          // The leader: ours is the heir, or the heir is silent.
+          if (outcome !== "removed") {
+            // A write (0.0.1 members renew so, ours announce): the name may be new.
+            onLeader({ name: value ?? leader.name, token: leader.createdIndex });
+            leaderSeenAt = at;
+            watches.follow(member, leaderSeenAt);
+            continue;
+          }
+          if (older.removeLast(member.createdIndex)) {
+            // A renewal at or after the removal proves as much as the witness would.
+            if (membership.knownAliveAt >= turnAt) return { turnAt, proven: true };
+            if (!watches.hasWitness()) return { turnAt, proven: false };
+            // The witness watches from before that removal: it will report it, or ours first.
+            awaitingWitness = true;
+            continue;
+          }
+          // With a heir behind it, the leader is watched only when that heir is silent: it
+          // leads now, named at once, by the name it last wrote.
+          const heir = older.heir()!;
+          const name = silentName(heir);
+          if (name === undefined) throw new Error(`${membership.id}: watched the leader, but the member behind it announces`);
+          leaderSeenAt = heir.createdIndex === silentHeir?.createdIndex ? silentHeir.seenAt : older.listedAt;
+          older.heirLeads(heir.createdIndex, name);
+          onLeader({ name, token: heir.createdIndex });
+        } else if (outcome === "removed") {
+          older.removeHeir(member.createdIndex);
+        } else if (outcome === "reread") {
+          // The heir is there, but its announcement may have gone unseen. An
+          // announcement comes only after the leader's removal: a leader seen
+          // at index L means none came by L, and a watch from L replays one
+          // that came after. L is where the leader was last seen, if etcd
+          // still has the history from there (after a change it has: L is
+          // the announcement's); else a read of the leader tells.
+          let leaderAliveAt = leaderSeenAt;
+          if (leaderAliveAt < this.historyStart) {
+            const seen = await this.read(leader.key, signal);
+            leaderAliveAt = seen && seen.createdIndex === leader.createdIndex ? seen.index : -1;
+          }
+          if (leaderAliveAt >= 0) {
+            watches.follow(member, Math.min(at, leaderAliveAt), true);
+            continue;
+          }
+          // The leader is gone: the heir leads, named by its key's value.
+          older.heirLeads(member.createdIndex, value!);
+          leaderSeenAt = at;
+          onLeader({ name: value!, token: member.createdIndex });
+        } else if (outcome === "announced") {
+          // It leads: the leader before it is gone.
+          older.heirLeads(member.createdIndex, value!);
+          leaderSeenAt = at;
+          onLeader({ name: value!, token: member.createdIndex });
+        } else {
+          // A 0.0.1 heir renewing: watch the leader instead, from where it was last seen.
+          silentHeir = { createdIndex: member.createdIndex, seenAt: at, name: value ?? "" };
+        }
+        // Every follower in a process gets here from the same answer; the
+        // next watch can wait its turn (src/util/turns.ts). Not the heir's, on the
+        // leader: the next change of leader is for it to see first, and
+        // behind a thousand followers' watches (each a read too, where etcd
+        // has forgotten the index to start from) its turn came seconds later.
+        if (older.size > 1) {
+          await nextTurn();
+          signal.throwIfAborted();
+        }
+        watchNext();
+      }
+    } finally {
+      membership.onRenewed = undefined;
+      watches.close();
+    }
+  }
+
+  async awaitLoss(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    // Watching from after the announcement saves a wake-up on our own write.
+    if (membership.announcing) await untilAborted("announce leadership", membership.announcing, signal);
+    membership.announcing = undefined;
+    let from = membership.knownAliveAt + 1;
+    for (;;) {
+      const outcome = await this.watchKey(membership.id, from, signal);
+      if (isRemoval(outcome)) return;
+      from = outcome.node.modifiedIndex + 1;
+    }
+  }
+
+  async leave(membership: V2Membership, signal: AbortSignal): Promise<void> {
+    try {
+      await call("delete membership", (cb) => this.client.del(membership.id, { ...NO_CLIENT_RETRIES }, cb), signal);
+    } catch (err) {
+      if (v2ErrorCode(err) !== V2ErrorCode.KeyNotFound) throw err;
+    }
+  }
+
+  async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+    // Observers are few, so each keeps the whole line from a recursive watch
+    // of the directory: one listing, then every join and departure as it comes.
+    for (;;) {
+      const { members, etcdIndex } = await this.list(signal);
+      if (etcdIndex === 0) throw new Error("etcd did not say which index its answer is at; cannot watch");
+      const line = new Map(members.map((m) => [m.key, m]));
+      onLeader(leaderOf(oldest(line)));
+      let from = etcdIndex + 1;
+      for (;;) {
+        const event = await this.watch(this.dir, from, true, signal);
+        if (event === "history-gone") break;
+        const node = event.node;
+        from = node.modifiedIndex + 1;
+        if (V2_REMOVALS.has(event.action)) {
+          // Removal events carry no value; the election directory's own removal empties the line.
+          if (node.key === this.dirPath) line.clear();
+          else line.delete(node.key);
+        } else if (isMembershipNode(node, this.dirPath)) {
+          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex });
+        } else {
+          continue;
+        }
+        onLeader(leaderOf(oldest(line)));
+      }
+    }
+  }
+
+  async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
+    const { members } = await this.list(signal);
+    return leaderOf(members[0]);
+  }
+
+  /** The members of the election, oldest first, and the etcd index of the listing. */
+  private async list(signal: AbortSignal): Promise<{ members: Member[]; etcdIndex: number }> {
+    let response;
+    try {
+      response = await call(
+        "list members",
+        (cb) => this.client.get(this.dir, { sorted: true, ...NO_CLIENT_RETRIES }, cb),
+        signal,
+      );
+    } catch (err) {
+      // An election nobody has joined yet: etcd's answer still says where its index is.
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { members: [], etcdIndex: errorIndex(err) };
+      throw err;
+    }
+    const node = requireNode(response.body, "list");
+    if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
+    // One pass: every member of a hundred started together lists the line.
+    const members: Member[] = [];
+    let highestSeen = node.modifiedIndex;
+    let inOrder = true;
+    for (const n of node.nodes ?? []) {
+      if (!isMembershipNode(n, this.dirPath)) continue;
+      const previous = members.at(-1);
+      if (previous && previous.createdIndex > n.createdIndex) inOrder = false;
+      if (n.createdIndex > highestSeen) highestSeen = n.createdIndex;
+      members.push({ key: n.key, name: n.value!, createdIndex: n.createdIndex, permanent: n.ttl === undefined });
+    }
+    // Sorted by key, in-order keys are in creation order; a key that only looks
+    // like one may not be.
+    if (!inOrder) members.sort((a, b) => a.createdIndex - b.createdIndex);
+    return { members, etcdIndex: response.etcdIndex ?? highestSeen };
+  }
+
+  /**
+   * A point read: the member's name, its createdIndex and the etcd index it
+   * was seen at, or undefined if it is gone. A quorum read goes through raft,
+   * so it sees every write acknowledged before it; a plain one is answered
+   * from whichever server node-etcd asks.
+   */
+  async read(
+    key: string,
+    signal: AbortSignal,
+    quorum = false,
+  ): Promise<{ name: string; createdIndex: number; index: number } | undefined> {
+    const { seen } = await this.pointRead(key, signal, quorum);
+    return seen;
+  }
+
+  /** A point read that also says at which etcd index a key was found gone. */
+  private async pointRead(
+    key: string,
+    signal: AbortSignal,
+    quorum = false,
+  ): Promise<{ seen: { name: string; createdIndex: number; index: number } | undefined; index: number }> {
+    try {
+      const { body, etcdIndex } = await call(
+        "read member",
+        (cb) => this.client.get(key, { ...(quorum ? { quorum: true } : {}), ...NO_CLIENT_RETRIES }, cb),
+        signal,
+      );
+      const node = requireNode(body, "read");
+      const index = etcdIndex ?? node.modifiedIndex;
+      return { seen: { name: node.value ?? "", createdIndex: node.createdIndex, index }, index };
+    } catch (err) {
+      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { seen: undefined, index: errorIndex(err) };
+      throw err;
+    }
+  }
+
+  /**
+   * Waits for the next change of one key at or after index `from`: its
+   * removal (a delete or expiry of the key or of a directory above it, at
+   * etcd index `removedAt`) or a write, and the action that wrote it. Where
+   * etcd has forgotten the history the watch needs, a point read stands in
+   * for it: a key found gone was removed by the read's index; a key still
+   * there is watched from there, or with `reportGap` reported as such
+   * (`rereadAt`), for the caller to judge what may have happened unseen.
+   */
+  watchKey(key: string, from: number, signal: AbortSignal, reportGap: true): Promise<Removal | Write | Reread>;
+  watchKey(key: string, from: number, signal: AbortSignal, reportGap?: false): Promise<Removal | Write>;
+  watchKey(key: string, from: number, signal: AbortSignal, reportGap = false): Promise<Removal | Write | Reread> {
+    // A watch etcd would answer with a 401 is not sent: the read comes first.
+    const watching = from < this.historyStart ? Promise.resolve("history-gone" as const) : this.watch(key, from, false, signal);
+    // A promise chain, not an async function: a follower holds one for as long as it waits.
+    return watching.then(async (event) => {
+      if (event !== "history-gone") {
+        return V2_REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event;
+      }
+      const { seen, index } = await this.pointRead(key, signal);
+      log.v2("%s: watch history from %d gone; read at %d: %s", key, from, index, seen ? "still there" : "gone");
+      if (!seen) return { removedAt: index };
+      if (reportGap) return { rereadAt: seen.index, value: seen.name };
+      return this.watchKey(key, seen.index + 1, signal);
+    });
+  }
+
+  /**
+   * One watch, re-armed from the same index every watchRearmInterval until
+   * something happens (see the top of this file for why).
+   */
+  private async watch(
+    key: string,
+    from: number,
+    recursive: boolean,
+    signal: AbortSignal,
+  ): Promise<"history-gone" | { action: string; node: V2Node }> {
+    for (;;) {
+      try {
+        const { body } = await call(
+          "watch",
+          (cb) => this.client.get(key, { wait: true, waitIndex: from, recursive, ...NO_CLIENT_RETRIES }, cb),
+          signal,
+          this.watchRearmInterval,
+        );
+        const node = requireNode(body, "watch");
+        return { action: body.action ?? "", node };
+      } catch (err) {
+        if (err instanceof UnansweredError) {
+          log.v2("%s: no answer to the watch from %d within %d ms, asking again", key, from, this.watchRearmInterval);
+          continue;
+        }
+        if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) {
+          // At least past `from`, if the answer does not say.
+          this.historyStart = Math.max(this.historyStart, historyStartOf(err) || from + 1);
+          return "history-gone";
+        }
+        throw err;
+      }
+    }
+  }
+}
+
+/**
+ * The oldest index etcd still holds events from, as a 401 names it in its
+ * cause ("the requested history has been cleared [<oldest>/<asked>]"); 0 if
+ * it does not.
+ */
+function historyStartOf(err: unknown): number {
+  const cause = (err as { error?: { cause?: unknown } }).error?.cause;
+  const match = typeof cause === "string" ? /\[(\d+)\/\d+\]/.exec(cause) : null;
+  return match ? Number(match[1]) : 0;
+}
+
+/** A watched key went, at this etcd index. */
+interface Removal {
+  removedAt: number;
+}
+
+/** A watched key was written: the event's action and the node it wrote. */
+interface Write {
+  action: string;
+  node: V2Node;
+}
+
+/** etcd had forgotten the watch's history; a read at `rereadAt` found the key still there, with this value. */
+interface Reread {
+  rereadAt: number;
+  value: string;
+}
+
+function isRemoval(outcome: Removal | Write | Reread): outcome is Removal {
+  return "removedAt" in outcome;
+}
+
+/**
+ * What became of a watched member: gone, announced that it leads (a write
+ * with prevExist: an `update`), written otherwise (possibly renamed), or
+ * found still there by a read where etcd had forgotten its history (a read
+ * cannot tell whether it announced meanwhile).
+ */
+type WatchOutcome = "removed" | "announced" | "changed" | "reread";
+
+/** A watch's outcome, the etcd index it happened at, and the value written (always, when announced). */
+interface WatchResult {
+  member: LineMember;
+  outcome: WatchOutcome;
+  at: number;
+  value?: string | undefined;
+}
+
+/** The watches one waiting member holds (one member's, and a witness), all cancelled together. */
+class WatchSet {
+  private readonly controller: ChildAbortController;
+  readonly signal: AbortSignal;
+  /** The watch on one member, until its outcome comes out of next(). */
+  private watched: Promise<WatchResult> | undefined;
+  /** The witness's verdict, until it comes out of next(). */
+  private witnessed: Promise<{ verdict: TurnVerdict }> | undefined;
+  /**
+   * Ends a race in next() that started before the witness was added (a
+   * renewal arms it while the wait runs), so that the race takes it too.
+   */
+  private addedDuringRace: (() => void) | undefined;
+
+  constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
+    this.controller = new ChildAbortController(parent);
+    this.signal = this.controller.signal;
+  }
+
+  /**
+   * Watches `member`, which was seen alive at etcd index `knownAliveAt`,
+   * unless a member is watched already. `reportGap`: see WatchOutcome.
+   */
+  follow(member: LineMember, knownAliveAt: number, reportGap = false): void {
+    if (this.watched) return;
+    // Called only between races (from the wait's loop): no race to wake.
+    const watching = reportGap
+      ? this.backend.watchKey(member.key, knownAliveAt + 1, this.signal, true)
+      : this.backend.watchKey(member.key, knownAliveAt + 1, this.signal);
+    const watched = watching.then((outcome): WatchResult => {
+      if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
+      if ("rereadAt" in outcome) return { member, outcome: "reread", at: outcome.rereadAt, value: outcome.value };
+      const { value, modifiedIndex: at } = outcome.node;
+      return { member, outcome: outcome.action === "update" && value !== undefined ? "announced" : "changed", at, value };
+    });
+    // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
+    watched.catch(() => undefined);
+    this.watched = watched;
+  }
+
+  /** Adds the witness; its verdict comes out of next() once. */
+  witness(witness: TurnWitness): void {
+    const witnessed = witness.verdict.then((verdict) => ({ verdict }));
+    // As for the watch: a rejection surfaces through next(), never as unhandled.
+    witnessed.catch(() => undefined);
+    this.witnessed = witnessed;
+    this.addedDuringRace?.();
+  }
+
+  /** Whether a witness is still watching (one that gave up is not). */
+  hasWitness(): boolean {
+    return this.witnessed !== undefined;
+  }
+
+  /**
+   * The next change of the watched member, or the witness's verdict; it is
+   * no longer watched then. `witnessMayCome`: a renewal may add the witness
+   * while this waits. (A promise chain, not an async function: a waiting
+   * member holds it for as long as it waits, and an async frame is bigger.)
+   */
+  next(witnessMayCome: boolean): Promise<WatchResult | { verdict: TurnVerdict }> {
+    const { watched, witnessed } = this;
+    if (watched && !witnessed && !witnessMayCome) return watched.then((result) => this.took(result));
+    const sources: Array<Promise<WatchResult | { verdict: TurnVerdict } | "added">> = [];
+    if (watched) sources.push(watched);
+    if (witnessed) sources.push(witnessed);
+    else sources.push(new Promise<"added">((resolve) => (this.addedDuringRace = () => resolve("added"))));
+    return Promise.race(sources).then((result) => {
+      this.addedDuringRace = undefined;
+      return result === "added" ? this.next(false) : this.took(result);
+    });
+  }
+
+  close(): void {
+    this.controller.release(new Error("watches closed"));
+  }
+
+  private took<T extends WatchResult | { verdict: TurnVerdict }>(result: T): T {
+    if ("verdict" in result) this.witnessed = undefined;
+    else this.watched = undefined;
+    return result;
+  }
+}
+
+/** The etcd index an error answer carries (etcd puts it in the body's `index`). */
+function errorIndex(err: unknown): number {
+  const index = (err as { error?: { index?: unknown } }).error?.index;
+  return typeof index === "number" ? index : 0;
+}
+
+function requireNode(body: V2Body, operation: string): V2Node {
+  if (!body.node) throw new Error(`etcd answered ${operation} without a node`);
+  return body.node;
+}
+
+/** In-order keys directly under the election directory; anything else there is not a member. */
+function isMembershipNode(node: V2Node, dirPath: string): boolean {
+  if (node.dir || typeof node.value !== "string") return false;
+  const { key } = node;
+  if (key.length !== dirPath.length + 21 || !key.startsWith(dirPath) || key[dirPath.length] !== "/") return false;
+  TWENTY_DIGITS.lastIndex = dirPath.length + 1;
+  return TWENTY_DIGITS.test(key);
+}
+
+/** Twenty digits to the end, from `lastIndex` (sticky: no copy of the key's tail). */
+const TWENTY_DIGITS = /\d{20}$/y;
+
+/** A member as the leader it is: its name and its fencing token. */
+function leaderOf(member: Member | undefined): Leader | undefined {
+  return member && { name: member.name, token: member.createdIndex };
+}
+
+function oldest(line: Map<string, Member>): Member | undefined {
+  let first: Member | undefined;
+  for (const member of line.values()) if (!first || member.createdIndex < first.createdIndex) first = member;
+  return first;
+}

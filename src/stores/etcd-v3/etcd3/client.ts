@@ -1,0 +1,237 @@
+// The part of the `etcd3` client (1.x) that the v3 backend uses, made
+// cancellable. Only types come from "etcd3": the package stays an optional
+// peer dependency, and any object of this shape will do (an Etcd3 client or
+// one of its namespaces).
+//
+// What the client does not offer is built here and beside it:
+// - Lease renewals on the election's own schedule that can be abandoned, on
+//   one LeaseKeepAlive stream per client (src/stores/etcd-v3/etcd3/keepalive-stream.ts). etcd3's
+//   `Lease` renews on a schedule of its own, and `Lease.keepaliveOnce()` opens
+//   a stream per renewal and leaves it open until etcd answers; so the backend
+//   opens the stream itself, through `leaseClient`, which etcd3 marks internal
+//   but has exposed since 0.2.
+// - Watches that report failures. An etcd3 Watcher reconnects on its own, but
+//   resumes after the revision etcd's "created" answer carried, past events it
+//   may not have delivered yet, so an event can be lost. `Watches` treats any
+//   disconnection as a failure instead, and the state machine starts the phase
+//   over from a fresh read.
+//
+// Unary requests are not cancelled: etcd3 would count a cancelled call as a
+// failed connection and close every stream on it. An abandoned request runs
+// to its end (unary calls fail fast when etcd is unreachable) and its answer
+// is dropped (`untilAborted`).
+import type { IKeyValue, Namespace, Watcher } from "etcd3";
+import { untilAborted } from "../../../util/abort";
+import { guardWatchManager } from "./watch-guard";
+
+/** What the v3 backend needs of an etcd3 client. */
+export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "if" | "watch" | "leaseClient">;
+
+export function isEtcd3Client(client: unknown): client is Etcd3Client {
+  if (typeof client !== "object" || client === null) return false;
+  const c = client as Record<string, unknown>;
+  const leaseClient = c.leaseClient as Record<string, unknown> | undefined;
+  return (
+    ["lease", "watch", "namespace", "getAll", "get", "put", "if"].every((method) => typeof c[method] === "function") &&
+    typeof leaseClient === "object" &&
+    leaseClient !== null &&
+    ["leaseGrant", "leaseKeepAlive", "leaseRevoke"].every((method) => typeof leaseClient[method] === "function")
+  );
+}
+
+/**
+ * Waits for an etcd3 call as `untilAborted` does, and gives a failure's gRPC
+ * status as `errorCode`, where ElectionError looks for a store's own code:
+ * etcd3 keeps it only in the message ("3 INVALID_ARGUMENT: ...").
+ */
+export function etcd3Call<T>(operation: string, pending: Promise<T>, signal: AbortSignal): Promise<T> {
+  return untilAborted(operation, pending, signal).catch((err: unknown) => {
+    throw withGrpcStatus(err);
+  });
+}
+
+export function withGrpcStatus(err: unknown): unknown {
+  if (!(err instanceof Error) || "errorCode" in err) return err;
+  const status = /^(\d+) [A-Z_]+:/.exec(err.message);
+  if (status && Object.isExtensible(err)) Object.assign(err, { errorCode: Number(status[1]) });
+  return err;
+}
+
+/**
+ * An event on a watched key, tagged with the name its watch was added under;
+ * or, for a watch added with `reportCancel`, word that etcd cancelled it.
+ */
+export type WatchEvent<Name extends string> =
+  | {
+      readonly watch: Name;
+      readonly type: "put" | "delete";
+      /** For a delete, only `key` and `mod_revision` (the deletion's revision) are set. */
+      readonly kv: IKeyValue;
+    }
+  | { readonly watch: Name; readonly type: "cancelled"; readonly error: WatchCancelledError };
+
+export interface WatchTarget {
+  /** One key, every key under a prefix, or every key from `start` up to (not including) `end`. */
+  key?: string;
+  prefix?: string;
+  range?: { start: string; end: string };
+  /** Deliver deletions only. */
+  deletesOnly?: boolean;
+  /**
+   * When etcd cancels this watch (the history it starts from was compacted),
+   * deliver a "cancelled" event and keep the other watches, instead of
+   * failing the whole set.
+   */
+  reportCancel?: boolean;
+}
+
+/**
+ * A few etcd3 watchers feeding one queue of events, each added under a name,
+ * all cancelled by `close()` or when the signal aborts. A watcher that etcd
+ * cancels (see isCancelledByEtcd) fails the whole set unless it was added
+ * with `reportCancel`; one that loses its stream always does.
+ */
+export class Watches<Name extends string> {
+  private readonly watchers = new Map<Name, Watcher>();
+  private queue: Array<{ event: WatchEvent<Name>; from: Watcher }> = [];
+  private failure: { error: unknown } | undefined;
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private readonly onAbort = () => {
+    this.fail(this.signal.reason);
+    this.close();
+  };
+
+  constructor(
+    private readonly client: Etcd3Client,
+    private readonly signal: AbortSignal,
+  ) {
+    if (signal.aborted) this.onAbort();
+    else signal.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  /** Watches `target` from revision `from` on, replacing any watch added under `name` before. */
+  add(name: Name, target: WatchTarget, from: number): void {
+    if (this.closed) return;
+    this.remove(name);
+    guardWatchManager(this.client);
+    let builder = this.client.watch();
+    if (target.prefix !== undefined) builder = builder.prefix(target.prefix);
+    else if (target.key !== undefined) builder = builder.key(target.key);
+    else if (target.range !== undefined) builder = builder.inRange(target.range);
+    else throw new TypeError("a watch needs a key, a prefix or a range");
+    if (target.deletesOnly) builder = builder.only("delete");
+    // `watcher()` attaches at once and hands the watcher over before etcd
+    // confirms it, unlike `create()`: only so can a watch on an unreachable
+    // etcd be cancelled.
+    const watcher = builder.startRevision(String(from)).watcher();
+    const push = (type: "put" | "delete") => (kv: IKeyValue) => {
+      if (this.watchers.get(name) !== watcher) return;
+      this.queue.push({ event: { watch: name, type, kv }, from: watcher });
+      this.wakeUp();
+    };
+    watcher.on("put", push("put"));
+    watcher.on("delete", push("delete"));
+    watcher.on("error", (err) => {
+      if (this.watchers.get(name) !== watcher) return;
+      // etcd3 reports an error only for a watch etcd cancelled, and has
+      // dropped it already. Cancelling it again would send etcd a cancel for a
+      // dead watch ID, whose answer etcd3 cannot place and throws on, in a
+      // promise nobody holds: an unhandled rejection.
+      this.watchers.delete(name);
+      if (!isCancelledByEtcd(err)) return this.fail(err);
+      const error = new WatchCancelledError(err);
+      if (!target.reportCancel) return this.fail(error);
+      this.queue.push({ event: { watch: name, type: "cancelled", error }, from: watcher });
+      this.wakeUp();
+    });
+    watcher.on("disconnected", (err) => {
+      if (this.watchers.get(name) === watcher) this.fail(err);
+    });
+    this.watchers.set(name, watcher);
+  }
+
+  /** Stops the watch added under `name` and drops its undelivered events. */
+  remove(name: Name): void {
+    const watcher = this.watchers.get(name);
+    if (!watcher) return;
+    this.watchers.delete(name);
+    this.queue = this.queue.filter((event) => event.from !== watcher);
+    cancel(watcher);
+  }
+
+  /**
+   * The events received and not yet taken by next(), in order. etcd3 hands
+   * over every event of one answer at once, so right after next() returned
+   * an event, the events etcd sent with it (the same revision's) are here.
+   */
+  queued(): Array<WatchEvent<Name>> {
+    return this.queue.map((queued) => queued.event);
+  }
+
+  /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */
+  async next(): Promise<WatchEvent<Name>> {
+    for (;;) {
+      const queued = this.queue.shift();
+      if (queued) return queued.event;
+      if (this.failure) throw this.failure.error;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.signal.removeEventListener("abort", this.onAbort);
+    for (const name of [...this.watchers.keys()]) this.remove(name);
+    this.fail(new Error("watches closed"));
+  }
+
+  private fail(error: unknown): void {
+    this.failure ??= { error };
+    this.wakeUp();
+  }
+
+  private wakeUp(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}
+
+/**
+ * etcd cancelled a watch. It does so when the history the watch starts from
+ * was compacted away; etcd 3.4 then gives no reason (only the compact
+ * revision, which etcd3 drops), so a cancellation is all that can be seen.
+ */
+export function isCancelledByEtcd(err: unknown): boolean {
+  return err instanceof WatchCancelledError || (err instanceof Error && /^Watcher canceled/.test(err.message));
+}
+
+/**
+ * A cancelled watch, said in words: etcd3 reports it as "Watcher canceled: "
+ * followed by etcd's reason, which etcd 3.4 leaves empty after a compaction.
+ * Whoever holds the watch reads the store again and watches from there.
+ */
+export class WatchCancelledError extends Error {
+  override readonly name = "WatchCancelledError";
+  constructor(cause: Error) {
+    const reason = cause.message.replace(/^Watcher canceled:?\s*/, "");
+    super(
+      reason
+        ? `etcd cancelled the watch (${reason}); re-reading`
+        : "etcd cancelled the watch, likely a compaction; re-reading",
+      { cause },
+    );
+  }
+}
+
+/** etcd does not know the lease: it expired or was revoked. */
+export function isLeaseNotFound(err: unknown): boolean {
+  return err instanceof Error && /requested lease not found/.test(err.message);
+}
+
+function cancel(watcher: Watcher): void {
+  // Detaching waits for etcd to confirm; nothing here needs to wait for that.
+  watcher.cancel().catch(() => undefined);
+}

@@ -1,0 +1,371 @@
+// An election on one key of a NATS JetStream KV bucket (nats-server 2.9 and
+// later), the race-style protocol of nats-kv-leader-elect, so that its Go
+// members and ours share one election:
+//
+//   campaign  create(key, name): succeeds only if the key is absent, deleted
+//             or purged. The winner's token is the create's revision (a
+//             stream sequence: it only grows, while the bucket lives).
+//   renew     update(key, name, our last revision), every refreshInterval
+//             (src/stores/nats-kv/holder.ts). A failed revision check is a loss.
+//   follow    watch the key: a value names the leader; a delete or purge
+//             marker starts the next campaign at once, and the write that
+//             wins it names the new leader as it arrives on the watch, even
+//             while the answer to our own create is still on its way.
+//   expiry    silent on 2.9 (no marker, no watch event), so a follower counts
+//             from when it saw the holder's last write arrive: the server
+//             wrote it before then, so it is gone by (arrival + bucket TTL).
+//             It campaigns then, with a little jitter. While the leader
+//             renews, every renewal pushes that moment back, so a healthy
+//             election costs followers no request at all; the moment doubles
+//             as the safety net for a watch that missed an event.
+//   leave     delete(key) conditioned on our last revision.
+//
+// The TTL is the bucket's max_age, the same for every key: the member reads
+// it from the bucket's status and reports it with every claim, and the entry
+// (nats.ts) refuses timings it cannot keep.
+//
+// Why a new leader needs no "announce only after a delay" (the Go
+// implementation waits a campaign interval before telling its leader): a
+// leader here believes it leads only until S + TTL - stepDownMargin, S being
+// when its last confirmed write was *sent* (src/leadership/term.ts). The server stamped that
+// write after S and keeps it at least TTL from the stamp, so while the old
+// leader believes, its entry exists and no create can succeed. By the time a
+// create can succeed, the old leader stopped believing stepDownMargin ago.
+// A key deleted or purged from outside is the exception: our old leader
+// learns of it from its watch as fast as the winner does, but a Go leader,
+// which has no watch, only at its next tick. Where Go members may take part
+// (the goMembers option), the winner holds the key until they must have
+// stood down (src/stores/nats-kv/go-members.ts).
+import { untilAborted } from "../../util/abort";
+import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
+import { log } from "../../util/log";
+import { nextTurn } from "../../util/turns";
+import { GoMemberWait, type GoMemberTiming } from "./go-members";
+import { KeyHolder, type NatsMembership } from "./holder";
+import { KeyWatch } from "./watch";
+import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats/client";
+
+export type { NatsMembership };
+
+/** A member's timing, as natsLeader resolved it against the bucket. */
+export interface NatsTiming extends GoMemberTiming {
+  readonly stepDownMargin: number;
+  /** What is wrong with a bucket TTL of `ttlMs` for this timing, as a RangeError naming it; undefined if nothing. */
+  ttlProblem(ttlMs: number): RangeError | undefined;
+}
+
+/** What a follower knows of the member holding the key. */
+interface Holder {
+  readonly name: string;
+  /** The revision at which this holder's term was first seen: its create, if the follower saw that. */
+  readonly token: number;
+  /** The revision of its latest write seen. */
+  revision: number;
+  /** performance.now() by which its latest write must have aged out, unless renewed. */
+  goneBy: number;
+}
+
+export class NatsKvBackend implements ElectionBackend<NatsMembership> {
+  private readonly holder: KeyHolder;
+  private ttl: number | undefined;
+  /** The bucket's name, once its status was read. */
+  private bucketName = "";
+  /** The member's timing, from natsLeader: a win is led on only with the bucket's TTL of the moment, if it fits. */
+  private timing: NatsTiming | undefined;
+  /** Set where Go members may take part: a win is led on only once they must have stood down. */
+  private goMembers: GoMemberWait | undefined;
+
+  constructor(
+    private readonly bucket: NatsKvBucket,
+    private readonly key: string,
+    private readonly name: string,
+  ) {
+    this.holder = new KeyHolder(bucket, key, name);
+  }
+
+  /** "NATS KV <bucket>/<key>", for logs and diagnostics. */
+  get description(): string {
+    return `NATS KV ${this.bucketName ? `${this.bucketName}/` : ""}${this.key}`;
+  }
+
+  /**
+   * The member's timing (natsLeader sets it): from now on a win is checked
+   * against the bucket's TTL as it is then, and, where Go members may take
+   * part, held until a Go leader that lost the key must have noticed.
+   */
+  useTiming(timing: NatsTiming, options: { goMembers: boolean }): void {
+    this.timing = timing;
+    this.goMembers = options.goMembers ? new GoMemberWait(this.holder, timing) : undefined;
+  }
+
+  /**
+   * The bucket's TTL in ms (its max_age), read once and again after the
+   * bucket went missing (it may come back with another TTL). 0: no expiry.
+   */
+  async bucketTtl(signal: AbortSignal): Promise<number> {
+    return (await this.bucketStatus(signal)).ttlMs;
+  }
+
+  /** The bucket's name and TTL, read as bucketTtl() reads them. */
+  async bucketStatus(signal: AbortSignal): Promise<{ name: string; ttlMs: number }> {
+    if (this.ttl === undefined) {
+      const status = await untilAborted("read bucket status", this.bucket.status(), signal);
+      this.bucketName = status.bucket;
+      this.ttl = status.ttl;
+    }
+    return { name: this.bucketName, ttlMs: this.ttl };
+  }
+
+  async awaitTurn(held: Claim<NatsMembership> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
+    // The state machine passes back what we won when it starts a phase over
+    // (after a store outage): still ours, it is our turn again; else lost.
+    if (held) {
+      await this.holder.confirm(held.membership, signal);
+      return held;
+    }
+    try {
+      return await this.campaign(onLeader, signal);
+    } catch (err) {
+      if (isBucketMissing(err)) this.ttl = undefined;
+      throw err;
+    }
+  }
+
+  private async campaign(onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
+    let ttlMs = await this.bucketTtl(signal);
+    if (this.timing?.ttlProblem(ttlMs)) {
+      // A win found the bucket made again with a TTL that does not fit: look
+      // again (it may have been fixed), and win nothing until it fits.
+      this.ttl = undefined;
+      ttlMs = await this.bucketTtl(signal);
+      const problem = this.timing.ttlProblem(ttlMs);
+      if (problem) throw problem;
+    }
+    // Opened before the first create, so no write after it goes unseen.
+    const watch = await KeyWatch.open(this.bucket, this.key, signal);
+    try {
+      let holder: Holder | undefined;
+      /** The revision of the delete or purge marker the key was last seen at, if it was. */
+      let marker: number | undefined;
+      /** The holder whose entry should have aged out by now, while we check that it did. */
+      let overdue: { holder: Holder; checks: number } | undefined;
+      for (;;) {
+        if (!holder) {
+          // Every follower sends its create at once; the one that won shows
+          // on the watch as soon as the server stored it, often before the
+          // answer to ours (one of a hundred in a large election): name its
+          // writer then. Our own create shows there too, before its answer:
+          // a write under our own name waits for that answer.
+          const stopPeeking = watch.peek((entry) => {
+            if (entry.name !== undefined && entry.name !== this.name) onLeader({ name: entry.name, token: entry.revision });
+          });
+          let won: Claim<NatsMembership> | number;
+          try {
+            won = await this.tryCreate(ttlMs, marker, signal);
+          } finally {
+            stopPeeking();
+          }
+          if (typeof won === "object") {
+            if (!this.goMembers) return won;
+            const led = await this.goMembers.hold(won, performance.now(), watch, signal);
+            if (led) return led;
+            // Lost while Go members stood down: whoever holds the key now is
+            // found as after a lost race.
+            log.nats("lost %s (token %d) before leading on it", this.key, won.token);
+            marker = undefined;
+            overdue = undefined;
+            continue;
+          }
+          // The write that beat ours (revision `won`) is usually on the watch
+          // already: the new leader is known without a read.
+          const current = watch.newest(won) ?? keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+          // Gone again between the create and the read: race for it again.
+          marker = current.name === undefined && current.revision > 0 ? current.revision : undefined;
+          if (current.name === undefined) continue;
+          if (overdue && current.revision === overdue.holder.revision) {
+            // The server ages entries out on a timer of its own, a little
+            // after max_age: look again shortly, a little later each time.
+            holder = overdue.holder;
+            holder.goneBy = performance.now() + Math.min(ttlMs / 4, 25 * 2 ** overdue.checks++);
+            continue;
+          }
+          overdue = undefined;
+          holder = { name: current.name, token: current.revision, revision: current.revision, goneBy: current.seenAt + ttlMs };
+          onLeader({ name: holder.name, token: holder.token });
+        }
+        const entry = await watch.next(holder.goneBy + jitter(ttlMs), signal);
+        if (!entry) {
+          // Its last write has aged out unless we missed a renewal: race for the key.
+          overdue = { holder, checks: overdue?.holder === holder ? overdue.checks : 0 };
+          holder = undefined;
+          continue;
+        }
+        if (entry.revision <= holder.revision) continue;
+        if (entry.name === undefined) {
+          // Deleted or purged: the holder left, or an operator removed it.
+          holder = undefined;
+          overdue = undefined;
+          marker = entry.revision;
+          onLeader(undefined);
+          // Every follower in a process saw the same marker: they campaign
+          // one per turn of the event loop (src/util/turns.ts), and the first one's
+          // create is on its way while the others wait. One whose turn
+          // comes after the winning write arrived follows it instead of
+          // sending a create that can only lose (with a hundred followers
+          // in one process, a change sent 2 to 24 creates instead of 99).
+          await nextTurn();
+          signal.throwIfAborted();
+          const since = watch.newest(entry.revision + 1);
+          if (since?.name !== undefined) {
+            holder = { name: since.name, token: since.revision, revision: since.revision, goneBy: since.seenAt + ttlMs };
+            onLeader({ name: holder.name, token: holder.token });
+          } else if (since) {
+            marker = since.revision;
+          }
+          continue;
+        }
+        if (entry.name !== holder.name) {
+          holder = { name: entry.name, token: entry.revision, revision: entry.revision, goneBy: 0 };
+          onLeader({ name: holder.name, token: holder.token });
+        }
+        holder.revision = entry.revision;
+        holder.goneBy = entry.seenAt + ttlMs;
+      }
+    } finally {
+      watch.close();
+    }
+  }
+
+  /**
+   * One create; the claim if it won, else the key's current revision. Over
+   * a delete or purge marker seen at revision `marker`, the create is the
+   * write conditioned on that revision, which is what the client's create
+   * sends after a failed first try and a read: one round trip instead of three.
+   */
+  private async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
+    // The entry lives TTL from when the server stamps it, which is after this.
+    const sentAt = performance.now();
+    const create = marker ? this.bucket.update(this.key, this.name, marker) : this.bucket.create(this.key, this.name);
+    // Read beside the create, so that it costs no round trip of its own: the
+    // bucket may have been deleted and made again with another TTL since we
+    // read it (a watch of the old one goes silent, and followers go on
+    // counting with the old TTL), and a term counted on a TTL longer than
+    // the one NATS applies would outlast the key.
+    const status = this.timing ? this.bucket.status() : undefined;
+    status?.catch(() => undefined);
+    // A create that wins after we stopped waiting would hold the key for a
+    // whole TTL with nobody renewing it: give it back.
+    create.then(
+      (revision) => {
+        if (signal.aborted) this.leaveInBackground(this.holder.membership(revision));
+      },
+      () => undefined,
+    );
+    let revision: number;
+    try {
+      revision = await untilAborted("create election key", create, signal);
+    } catch (err) {
+      const current = wrongLastSequence(err);
+      if (current !== undefined) return current;
+      throw err;
+    }
+    const membership = this.holder.membership(revision);
+    return { membership, token: revision, sentAt, ttlMs: status ? await this.ttlToLeadOn(status, membership, signal) : ttlMs };
+  }
+
+  /**
+   * The bucket's TTL as `status` read it beside a winning create; the key is
+   * given back, and the win not led on, if it cannot be read or the timing
+   * does not fit it.
+   */
+  private async ttlToLeadOn(status: Promise<{ ttl: number }>, won: NatsMembership, signal: AbortSignal): Promise<number> {
+    try {
+      const { ttl } = await untilAborted("read bucket status", status, signal);
+      if (ttl !== this.ttl) log.nats("%s: the bucket's TTL is now %d ms, not %d ms (made again?)", this.description, ttl, this.ttl);
+      this.ttl = ttl;
+      const problem = this.timing?.ttlProblem(ttl);
+      if (problem) throw problem;
+      return ttl;
+    } catch (err) {
+      this.leaveInBackground(won);
+      throw err;
+    }
+  }
+
+  renew(membership: NatsMembership, signal: AbortSignal): Promise<void> {
+    return this.holder.renew(membership, signal);
+  }
+
+  awaitLoss(membership: NatsMembership, signal: AbortSignal): Promise<void> {
+    return this.holder.awaitLoss(membership, signal);
+  }
+
+  leave(membership: NatsMembership, signal: AbortSignal): Promise<void> {
+    return this.holder.leave(membership, signal);
+  }
+
+  async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
+    const ttlMs = await this.bucketTtl(signal);
+    const watch = await KeyWatch.open(this.bucket, this.key, signal);
+    try {
+      let holder = this.toHolder(await this.read(signal), undefined, ttlMs);
+      onLeader(leaderOf(holder));
+      for (;;) {
+        const entry = await watch.next(holder ? holder.goneBy + jitter(ttlMs) : Infinity, signal);
+        // Due: its entry has aged out, unless we missed a write. Look.
+        const state = entry ?? (await this.read(signal));
+        if (holder && state.revision !== 0 && state.revision <= holder.revision) {
+          // Nothing newer: the server has yet to age it out; look again soon.
+          if (!entry) holder.goneBy = performance.now() + Math.min(ttlMs / 4, 100);
+          continue;
+        }
+        const next = this.toHolder(state, holder, ttlMs);
+        if (leaderOf(next)?.token !== leaderOf(holder)?.token || next?.name !== holder?.name) onLeader(leaderOf(next));
+        holder = next;
+      }
+    } finally {
+      watch.close();
+    }
+  }
+
+  async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
+    const state = await this.read(signal);
+    return state.name === undefined ? undefined : { name: state.name, token: state.revision };
+  }
+
+  private async read(signal: AbortSignal): Promise<KeyState> {
+    return keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+  }
+
+  /** The holder `state` shows: the same term as `previous` if the name is the same, else a new one. */
+  private toHolder(state: KeyState, previous: Holder | undefined, ttlMs: number): Holder | undefined {
+    if (state.name === undefined) return undefined;
+    const sameTerm = previous?.name === state.name;
+    return {
+      name: state.name,
+      token: sameTerm ? previous.token : state.revision,
+      revision: state.revision,
+      goneBy: state.seenAt + ttlMs,
+    };
+  }
+
+  private leaveInBackground(membership: NatsMembership): void {
+    this.holder.leave(membership, AbortSignal.timeout(5_000)).then(
+      () => log.nats("gave back %s (revision %d) won after the campaign stopped", this.key, membership.revision),
+      (err: unknown) => log.nats("could not give back %s: %s", this.key, (err as Error).message),
+    );
+  }
+}
+
+/**
+ * A follower's campaign moment is spread over a few per cent of the TTL (at
+ * most 50 ms), so that many followers do not all send their create in the
+ * same millisecond; one wins either way.
+ */
+function jitter(ttlMs: number): number {
+  return Math.random() * Math.min(50, ttlMs / 20);
+}
+
+function leaderOf(holder: Holder | undefined): Leader | undefined {
+  return holder && { name: holder.name, token: holder.token };
+}
