@@ -2,7 +2,7 @@
 // each peer, and the targets with PASS or MISS.
 import type { Params } from "./context";
 import type { ColdStartResult } from "./scenarios/cold-start";
-import type { SafetySummary } from "./scenarios/common";
+import type { SafetySummary } from "./tallies";
 import type { CrashResult } from "./scenarios/crash";
 import type { GracefulResult } from "./scenarios/graceful";
 import type { NatsIdleRun } from "./scenarios/nats-idle";

@@ -5,7 +5,7 @@
 import { overlapStretches, type OverlapStretch } from "../test/helpers/leadership-history";
 import type { EventLine } from "./member-protocol";
 import type { Host } from "./host";
-import { addSafety, tally, type Failure, type SafetySummary } from "./scenarios/common";
+import { addSafety, tally, type Failure, type SafetySummary } from "./tallies";
 import { DeadlineError, errorMessage, now } from "./util";
 
 export interface MemberState {

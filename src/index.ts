@@ -13,7 +13,7 @@ import * as lost from "./leadership/lost";
 import * as observer from "./election/observer";
 import { resolveOptions, type ElectionOptions as Options } from "./election/options";
 import type * as scope from "./leadership/while-leading";
-import * as settings from "./election/settings";
+import * as settings from "./stores/settings";
 import type * as state from "./election/state";
 import type * as waiting from "./leadership/when-elected";
 import * as who from "./stores/who-leads";
@@ -162,10 +162,10 @@ namespace etcdLeader {
   export type OnLoss = scope.OnLoss;
   export type WaitOptions = waiting.WaitOptions;
   export type ElectionState = state.ElectionState;
-  export type StateMessage = diagnostics.StateMessage;
-  export type RenewalMessage = diagnostics.RenewalMessage;
-  export type RetryMessage = diagnostics.RetryMessage;
-  export type ErrorMessage = diagnostics.ErrorMessage;
+  export type StateMessage = diagnostics.StateMessage<election.Election>;
+  export type RenewalMessage = diagnostics.RenewalMessage<election.Election>;
+  export type RetryMessage = diagnostics.RetryMessage<election.Election | observer.LeaderObserver>;
+  export type ErrorMessage = diagnostics.ErrorMessage<election.Election | observer.LeaderObserver>;
 
   export import Election = election.Election;
   export import LeaderObserver = observer.LeaderObserver;
@@ -181,7 +181,7 @@ namespace etcdLeader {
 
 export = etcdLeader;
 
-const BACKEND_METHODS = ["awaitTurn", "renew", "awaitLoss", "leave", "observe"] as const;
+const BACKEND_METHODS = ["awaitTurn", "renew", "awaitLoss", "leave", "observe", "readLeader"] as const;
 
 function checkBackend(backend: unknown): void {
   const missing = BACKEND_METHODS.filter((method) => typeof (backend as Record<string, unknown> | null)?.[method] !== "function");

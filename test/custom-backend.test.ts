@@ -15,7 +15,7 @@ describe("an election on a backend of the user's own", () => {
   it("refuses an object that is not a backend, naming what is missing", () => {
     assert.throws(
       () => etcdLeader.withBackend({ awaitTurn() {} } as never, "a"),
-      /backend must implement ElectionBackend: missing renew, awaitLoss, leave, observe/,
+      /backend must implement ElectionBackend: missing renew, awaitLoss, leave, observe, readLeader/,
     );
   });
 

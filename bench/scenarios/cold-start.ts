@@ -7,7 +7,8 @@ import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { runTrials } from "../trial";
 import { errorMessage, sleep, tag, uniform } from "../util";
-import { emptySafety, leaderChange, type Failure, type LeaderChange, type SafetySummary } from "./common";
+import { leaderChange, type LeaderChange } from "./common";
+import { emptySafety, type Failure, type SafetySummary } from "../tallies";
 
 export interface ColdStartResult {
   subject: string;

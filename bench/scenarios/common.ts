@@ -1,42 +1,7 @@
-// Shapes shared by the scenarios' results.
+// Shapes shared by the scenarios' results, and the leader change they measure.
 import type { Host } from "../host";
-import type { SafetyRecord, Trial } from "../trial";
+import type { Trial } from "../trial";
 import { now } from "../util";
-
-export interface Failure {
-  trial: number;
-  reason: string;
-}
-
-/** Safety over a subject's trials in one scenario. */
-export interface SafetySummary {
-  trials: number;
-  instants: number;
-  longestMs: number;
-  /** The overlaps themselves (first few), for the JSON. */
-  examples: SafetyRecord["overlaps"];
-}
-
-export function emptySafety(): SafetySummary {
-  return { trials: 0, instants: 0, longestMs: 0, examples: [] };
-}
-
-export function addSafety(summary: SafetySummary, record: SafetyRecord): void {
-  summary.trials++;
-  summary.instants += record.instants;
-  summary.longestMs = Math.max(summary.longestMs, record.longestMs);
-  for (const overlap of record.overlaps) if (summary.examples.length < 10) summary.examples.push(overlap);
-}
-
-/** Errors and notes the members reported, counted by message (digits folded). */
-export function tally(into: Record<string, number>, trial: Trial): void {
-  for (const m of trial.members.values()) {
-    for (const message of [...m.errors.map((e) => `error: ${e}`), ...m.notes.map((n) => `note: ${n}`)]) {
-      const key = message.replace(/\d+/g, "#").slice(0, 160);
-      into[key] = (into[key] ?? 0) + 1;
-    }
-  }
-}
 
 export interface LeaderChange {
   tStop: number;

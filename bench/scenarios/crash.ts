@@ -9,7 +9,7 @@ import { Host, spawnHosts } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { runTrials } from "../trial";
 import { sleep, tag, uniform } from "../util";
-import { emptySafety, type Failure, type SafetySummary } from "./common";
+import { emptySafety, type Failure, type SafetySummary } from "../tallies";
 
 export interface CrashResult {
   subject: string;
@@ -89,7 +89,8 @@ export async function runCrash(ctx: BenchContext, subject: SubjectInfo, pool: Ho
         const next = await trial.waitFor("the next elected", () => trial.electedAfter(tKill, settled.leader), 3 * ttl * 1000 + 8000);
         result.failoverMs.push(next.t - tKill);
         successor = next.name;
-        // The successor and this watch hear of the removal from the same etcd at about the same moment.
+        // The successor and this watch hear of the removal from the same etcd
+        // at about the same moment.
         for (let waited = 0; removal && removal.seenAt === undefined && waited < 1000; waited += 10) await sleep(10);
         if (removal?.seenAt !== undefined) {
           result.keyGoneMs.push(removal.seenAt - tKill);

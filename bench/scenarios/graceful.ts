@@ -5,7 +5,7 @@ import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { runTrials } from "../trial";
 import { sleep, tag, uniform } from "../util";
-import { emptySafety, type Failure, type SafetySummary } from "./common";
+import { emptySafety, type Failure, type SafetySummary } from "../tallies";
 
 export interface GracefulResult {
   subject: string;

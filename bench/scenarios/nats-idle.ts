@@ -11,7 +11,7 @@ import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { Trial } from "../trial";
 import { errorMessage, sleep, tag } from "../util";
-import { addSafety, emptySafety, tally, type SafetySummary } from "./common";
+import { addSafety, emptySafety, tally, type SafetySummary } from "../tallies";
 
 export interface NatsIdleRun {
   subject: string;

@@ -12,7 +12,7 @@ import { FaultProxy } from "../../test/helpers/fault-proxy";
 import type { SubjectInfo } from "../subjects/types";
 import { runTrials } from "../trial";
 import { now, sleep, tag, uniform } from "../util";
-import { emptySafety, type Failure, type SafetySummary } from "./common";
+import { emptySafety, type Failure, type SafetySummary } from "../tallies";
 
 export interface PartitionTrial {
   trial: number;

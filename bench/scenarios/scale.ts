@@ -15,7 +15,8 @@ import { Host } from "../host";
 import type { SubjectInfo } from "../subjects/types";
 import { Trial } from "../trial";
 import { errorMessage, now, sleep, tag } from "../util";
-import { addSafety, emptySafety, leaderChange, tally, type LeaderChange, type SafetySummary } from "./common";
+import { leaderChange, type LeaderChange } from "./common";
+import { addSafety, emptySafety, tally, type SafetySummary } from "../tallies";
 
 /** gRPC methods that are streams: opening one is work for etcd that no message counts. */
 const STREAMING = new Set(["Watch", "LeaseKeepAlive"]);
@@ -202,7 +203,8 @@ export async function runScale(
     for (let c = 1; n >= 100 && c <= p.changes; c++) {
       await trial.waitFor("one leader before the change", () => trial.ready(), 10_000);
       const s0 = await snapshot(ctx, subject, host);
-      // How fast followers learn is measured at TTL 2 s after the cold starts; here only what etcd receives.
+      // How fast followers learn is measured at TTL 2 s after the cold starts;
+      // here only what etcd receives.
       const change = await leaderChange(trial, host, p.changeWindowS * 1000);
       const windowEnd = change.tStop + p.changeWindowS * 1000;
       if (now() < windowEnd) await sleep(windowEnd - now());

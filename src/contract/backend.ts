@@ -21,7 +21,7 @@
 // transient and is retried with back-off.
 //
 // What a backend answers crosses into the state machine checked
-// (src/contract/answers.ts), because a backend may be the user's own. The rules
+// (answers.ts), because a backend may be the user's own. The rules
 // for a claim, from `join` or from an `awaitTurn` that won:
 // - `membership` is an object whose `id` is a non-empty string;
 // - `token` is a finite number, larger than any earlier leader's;

@@ -5,11 +5,12 @@
 //   diagnostics_channel.subscribe("etcd-leader:renewal", (message) => ...);
 //
 // Every message names its source (the Election or LeaderObserver), the member
-// (undefined for an observer) and the store ("etcd v3 /services/leader").
+// (undefined for an observer) and the store ("etcd v3 /services/leader"). The
+// messages are generic in their source so that this file, which the election
+// and the observer publish through, needs neither; the package's entry gives
+// them their sources.
 import { channel } from "node:diagnostics_channel";
-import type { Election } from "./election";
 import type { ElectionError, ElectionPhase } from "../contract/errors";
-import type { LeaderObserver } from "./observer";
 import type { ElectionState } from "./state";
 
 /** The channel names, as published. */
@@ -32,7 +33,7 @@ interface Origin<S> {
   readonly store: string;
 }
 
-export interface StateMessage extends Origin<Election> {
+export interface StateMessage<Source = object> extends Origin<Source> {
   readonly member: string;
   readonly from: ElectionState;
   readonly to: ElectionState;
@@ -40,7 +41,7 @@ export interface StateMessage extends Origin<Election> {
   readonly token: number | undefined;
 }
 
-export interface RenewalMessage extends Origin<Election> {
+export interface RenewalMessage<Source = object> extends Origin<Source> {
   readonly member: string;
   /** The membership renewed (the etcd key). */
   readonly membership: string;
@@ -50,7 +51,7 @@ export interface RenewalMessage extends Origin<Election> {
   readonly leading: boolean;
 }
 
-export interface RetryMessage extends Origin<Election | LeaderObserver> {
+export interface RetryMessage<Source = object> extends Origin<Source> {
   /** The step that failed: "join", "renew", "wait", "lead" or "observe". */
   readonly phase: ElectionPhase;
   /** Failures of this step in a row, this one included. */
@@ -61,7 +62,7 @@ export interface RetryMessage extends Origin<Election | LeaderObserver> {
   readonly error: unknown;
 }
 
-export interface ErrorMessage extends Origin<Election | LeaderObserver> {
+export interface ErrorMessage<Source = object> extends Origin<Source> {
   readonly error: ElectionError;
 }
 

@@ -20,7 +20,7 @@ import { Renewal } from "./renewal";
 import { whileLeading, type LeadershipRoutine, type WhileLeadingOptions } from "../leadership/while-leading";
 import { electionState, type CampaignActivity, type ElectionState } from "./state";
 import { Term } from "../leadership/term";
-import { whenElected, type LeadershipHost, type Term as LeadershipTerm, type WaitOptions } from "../leadership/when-elected";
+import { whenElected, type LeadershipHost, type WaitOptions } from "../leadership/when-elected";
 
 export interface ElectionEvents {
   /** This member became leader. `token` (the fencing token) is larger than any earlier leader's. */
@@ -53,7 +53,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   /** Ends the phase the current term belongs to when its deadline passes. */
   private onTermExpired: ((error: LeaseExpiredError) => void) | undefined;
   /** Made when the first scope listens: most members never open one. */
-  private termListeners: Set<(term: LeadershipTerm) => void> | undefined;
+  private termListeners: Set<(term: Term) => void> | undefined;
   private leaderName: string | undefined;
   private readonly leaders = new LeaderFeed();
   private activity: CampaignActivity = "joining";

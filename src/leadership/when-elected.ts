@@ -1,15 +1,10 @@
 // Waiting to be elected, as a promise: election.whenElected() and the wait
-// in whileLeading() (src/leadership/while-leading.ts). A wait that is called off leaves nothing
+// in whileLeading() (while-leading.ts). A wait that is called off leaves nothing
 // behind: its listeners are removed at once, and a wait that joined the
 // election only for itself leaves it again.
 import { checkOptions, checkSignal } from "../util/abort";
 import { abortError, ElectionStoppedError } from "./lost";
-
-/** One term of leadership: its fencing token, and a signal that aborts when it ends (the reason says why). */
-export interface Term {
-  readonly token: number;
-  readonly signal: AbortSignal;
-}
+import type { Term } from "./term";
 
 /** What the waits and scopes need of an election; the Election hands it over (its own state stays private). */
 export interface LeadershipHost {

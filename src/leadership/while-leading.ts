@@ -33,7 +33,8 @@
 //   however it settles; otherwise the election goes on as it was.
 import { checkOptions, checkSignal, onAbort } from "../util/abort";
 import { abortError, ElectionStoppedError, LeadershipLostError, LeaseExpiredError } from "./lost";
-import { untilElected, type LeadershipHost, type Term } from "./when-elected";
+import type { Term } from "./term";
+import { untilElected, type LeadershipHost } from "./when-elected";
 
 /** What the routine gets: one term of leadership. */
 export interface LeadershipTerm {

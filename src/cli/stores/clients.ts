@@ -1,7 +1,7 @@
 // Builds the store a command talks to. For etcd, from etcdctl's flags:
 // --endpoints (or ETCDCTL_ENDPOINTS), --cacert/--cert/--key, --user/--password,
 // and --api v2 for node-etcd; `--backend nats` hands over to
-// src/cli/stores/nats-store.ts. This is the one place that knows how each etcd
+// nats-store.ts. This is the one place that knows how each etcd
 // client library is configured; the commands only see a Store.
 //
 // The clients are optional peer dependencies of the package: they are loaded
@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import etcdLeader = require("../../index");
 import { CliError, EXIT } from "../exit";
 import { connectNats, type NatsFlags } from "./nats-store";
+import { loadClient } from "./load-client";
 import type { Store } from "./store";
 
 export type Api = "v3" | "v2";
@@ -73,19 +74,6 @@ function connectEtcd(flags: ConnectionFlags): { client: unknown; description: st
   // The settings the library recommends for elections: gRPC keepalive and a short circuit breaker.
   const client = new Etcd3(etcdLeader.etcd3Options(options));
   return { client, description, close: () => client.close() };
-}
-
-/** `install`: the packages to name in the message, when more than `name` is needed. */
-export function loadClient(name: "etcd3" | "node-etcd" | "@nats-io/transport-node" | "@nats-io/kv", forWhat: string, install: string = name): unknown {
-  try {
-    return require(name);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") throw err;
-    throw new CliError(
-      EXIT.unavailable,
-      `the ${name} client is not installed, and ${forWhat} needs it: install it beside etcd-leader (npm install ${install})`,
-    );
-  }
 }
 
 function readTlsFiles(flags: ConnectionFlags): { ca?: Buffer; cert?: Buffer; key?: Buffer } {

@@ -12,8 +12,7 @@
 // NATS applies the bucket's TTL (max_age) to every key in it, so a member's
 // TTL is the bucket's: --ttl may be left out, and one that differs is an error.
 import { natsLeader, type NatsKvBucket } from "../../nats";
-import { checkKey, isBucketMissing } from "../../stores/nats-kv/nats/client";
-import { loadClient } from "./clients";
+import { loadClient } from "./load-client";
 import { CliError, EXIT } from "../exit";
 import type { Store } from "./store";
 
@@ -83,7 +82,7 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
   } catch (err) {
     await closeConnection();
     if (err instanceof CliError) throw err;
-    if (isBucketMissing(err)) {
+    if (bucketIsMissing(err)) {
       throw new CliError(
         EXIT.unavailable,
         `there is no KV bucket ${bucketName} at ${servers.join(",")} (or JetStream is off there): ` +
@@ -105,16 +104,25 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
         );
       }
       try {
-        return await natsLeader(bucket, checkedKey(key), name, options);
+        return await natsLeader(bucket, key, name, options);
       } catch (err) {
         // A bucket without a TTL, or one too short for the timing: the
         // library's message names both.
         if (err instanceof RangeError) throw new CliError(EXIT.usage, `bucket ${bucketName}: ${err.message}`);
-        throw err;
+        throw keyRefused(err);
       }
     },
-    observe: (key) => natsLeader.observe(bucket, checkedKey(key)),
-    whoLeads: (key, requestTimeout) => natsLeader.whoLeads(bucket, checkedKey(key), { requestTimeout }),
+    observe: (key) => {
+      try {
+        return natsLeader.observe(bucket, key);
+      } catch (err) {
+        throw keyRefused(err);
+      }
+    },
+    whoLeads: (key, requestTimeout) =>
+      natsLeader.whoLeads(bucket, key, { requestTimeout }).catch((err: unknown) => {
+        throw keyRefused(err);
+      }),
     close: closeConnection,
   };
 }
@@ -132,13 +140,19 @@ async function openBucket(kvm: InstanceType<KvmClass>, name: string, description
 }
 
 /** The library refuses a key NATS would refuse with a TypeError; here that is a usage error. */
-function checkedKey(key: string): string {
-  try {
-    checkKey(key);
-  } catch (err) {
-    throw new CliError(EXIT.usage, messageOf(err));
-  }
-  return key;
+function keyRefused(err: unknown): unknown {
+  return err instanceof TypeError && err.message.startsWith("NATS refuses the key") ? new CliError(EXIT.usage, err.message) : err;
+}
+
+/**
+ * What the NATS client says when a bucket does not exist: its stream is not
+ * found (JetStream's error 10059), or nothing answers JetStream's API at all
+ * (JetStream is off on that server).
+ */
+function bucketIsMissing(err: unknown): boolean {
+  const { code, name, cause } = (err ?? {}) as { code?: unknown; name?: unknown; cause?: { message?: unknown } };
+  if (code === 10059 || name === "StreamNotFoundError") return true;
+  return name === "JetStreamNotEnabled" && String(cause?.message ?? "").startsWith("no responders");
 }
 
 /** The `nats` tool's flags, as nats.js's connect options. */

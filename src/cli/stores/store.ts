@@ -1,6 +1,6 @@
 // What a command needs from the store it was pointed at, whichever it is:
 // a member, an observer, one read of who leads, and a way out. The etcd
-// clients (src/cli/stores/clients.ts) and NATS KV (src/cli/stores/nats-store.ts) each
+// clients (clients.ts) and NATS KV (nats-store.ts) each
 // build one from their own flags; run, who and watch only see this.
 import type etcdLeader = require("../../index");
 import type { NatsElectionOptions } from "../../nats";

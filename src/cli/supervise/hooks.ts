@@ -14,11 +14,14 @@
 // A hook that runs longer than --hook-timeout is stopped (signal, grace,
 // SIGKILL) and counts as failed; a begin hook is also stopped, and fails, when
 // the term ends under it.
-import { Backoff } from "../../util/backoff";
 import { delay } from "./delay";
 import type { OrphanGuard } from "./orphan-guard-client";
 import { ProcessGroup, type CommandSpec } from "./process-group";
 import type { Reporter } from "../report";
+
+/** The first retry of a failed hook waits this long, each next one twice as long, up to LAST_RETRY_MS. */
+const FIRST_RETRY_MS = 500;
+const LAST_RETRY_MS = 5_000;
 
 export interface HookSettings {
   onElected?: string | undefined;
@@ -51,7 +54,6 @@ export class Hooks {
 
   private async run(hook: HookName, command: string | undefined, env: NodeJS.ProcessEnv, term: AbortSignal | undefined): Promise<boolean> {
     if (command === undefined) return true;
-    const backoff = new Backoff(500, 5_000);
     for (let attempt = 1; ; attempt++) {
       if (term?.aborted) return false;
       this.reporter.state("hook-start", `running the ${hook} hook (try ${attempt}): ${command}`, { hook, attempt });
@@ -67,7 +69,8 @@ export class Hooks {
         outcome,
       });
       if (last) return false;
-      await delay(backoff.next(), term);
+      // Back-off from half a second, doubling, up to 5 s.
+      await delay(Math.min(FIRST_RETRY_MS * 2 ** (attempt - 1), LAST_RETRY_MS), term);
     }
   }
 

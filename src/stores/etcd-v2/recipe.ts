@@ -218,7 +218,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   /**
    * The members older than ours, from one listing; undefined when none is.
    * The listing itself is not kept: the wait holds only what it needs
-   * (src/stores/etcd-v2/line.ts).
+   * (line.ts).
    */
   private async placeInLine(membership: V2Membership, signal: AbortSignal): Promise<OlderMembers | undefined> {
     const { members, etcdIndex } = await this.list(signal);
@@ -277,7 +277,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * (no member writes one) never writes again: the listing shows it, and it
    * is a silent heir from the start.
    *
-   * The heir also holds a witness (src/stores/etcd-v2/turn-witness.ts) that proves the
+   * The heir also holds a witness (turn-witness.ts) that proves the
    * turn without a read: from its listing if that shows it next, else from
    * its first renewal after it became next (a renewal says at which index
    * our key was there, so the witness has nothing to replay).

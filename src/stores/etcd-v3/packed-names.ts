@@ -2,7 +2,7 @@
 //
 // A v3 follower remembers the name of every member older than itself, so that
 // it names the next leader at once when the leader goes
-// (src/stores/etcd-v3/line.ts). Kept as one string each, decoded from etcd's
+// (line.ts). Kept as one string each, decoded from etcd's
 // answer, a name costs a string header and a pointer besides its characters:
 // about 40 bytes for a name of ten characters, where its characters and where
 // it ends take 18. With a thousand members in one process, each follower

@@ -118,7 +118,7 @@ interface MembersAhead {
 }
 
 /**
- * Members listed at each end of a long line (src/stores/etcd-v3/line.ts), one
+ * Members listed at each end of a long line (line.ts), one
  * more at the oldest end. A follower reads the oldest end again before it runs
  * out (REFILL_SPREAD), and lists the whole line again once this many members
  * just before it have gone.
@@ -309,7 +309,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       }
     }
     if (older.length === 0) return { ours, ahead: undefined, revision };
-    // Only the two ends are kept whole; the line keeps numbers (src/stores/etcd-v3/line.ts).
+    // Only the two ends are kept whole; the line keeps numbers (line.ts).
     const leader = fromLine(older[0]!, revision);
     const predecessor = older.length === 1 ? leader : fromLine(older.at(-1)!, revision);
     const line = new OlderMembers(this.prefix, older, revision, gapAt);
@@ -563,7 +563,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   /**
    * `older` with its oldest end read again: the members from the oldest one
    * known on, up to the newest end, by one read. Undefined when that end
-   * cannot be told from the read (src/stores/etcd-v3/line.ts): list it all again.
+   * cannot be told from the read (line.ts): list it all again.
    */
   private async readOldestEnd(older: OlderMembers, signal: AbortSignal): Promise<OlderMembers | undefined> {
     const from = older.at("oldest");

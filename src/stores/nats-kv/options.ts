@@ -3,7 +3,7 @@
 // the bucket's TTL and say which values were defaults that follow it, before
 // the shared checks (src/election/options.ts), which would name a `ttl` the user never
 // set. The TTL checks run again for a win on a bucket that was deleted and
-// made again with another TTL (src/stores/nats-kv/recipe.ts).
+// made again with another TTL (recipe.ts).
 import type { NatsTiming } from "./recipe";
 import { MAX_TIMER_MS } from "./watch";
 import { resolveOptions, type ElectionOptions, type ResolvedOptions } from "../../election/options";

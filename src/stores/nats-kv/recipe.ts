@@ -6,7 +6,7 @@
 //             or purged. The winner's token is the create's revision (a
 //             stream sequence: it only grows, while the bucket lives).
 //   renew     update(key, name, our last revision), every refreshInterval
-//             (src/stores/nats-kv/holder.ts). A failed revision check is a loss.
+//             (holder.ts). A failed revision check is a loss.
 //   follow    watch the key: a value names the leader; a delete or purge
 //             marker starts the next campaign at once, and the write that
 //             wins it names the new leader as it arrives on the watch, even
@@ -35,7 +35,7 @@
 // learns of it from its watch as fast as the winner does, but a Go leader,
 // which has no watch, only at its next tick. Where Go members may take part
 // (the goMembers option), the winner holds the key until they must have
-// stood down (src/stores/nats-kv/go-members.ts).
+// stood down (go-members.ts).
 import { untilAborted } from "../../util/abort";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { log } from "../../util/log";

@@ -6,7 +6,7 @@
 //
 // The watch also remembers, for its latest entries, when the newest value
 // written before each arrived (valueWrittenBefore): a member that leads
-// beside Go members counts its wait from there (src/stores/nats-kv/go-members.ts).
+// beside Go members counts its wait from there (go-members.ts).
 import { untilAborted } from "../../util/abort";
 import { keyState, type KeyState, type NatsKvBucket, type NatsKvWatch } from "./nats/client";
 

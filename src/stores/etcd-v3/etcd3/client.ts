@@ -5,7 +5,7 @@
 //
 // What the client does not offer is built here and beside it:
 // - Lease renewals on the election's own schedule that can be abandoned, on
-//   one LeaseKeepAlive stream per client (src/stores/etcd-v3/etcd3/keepalive-stream.ts). etcd3's
+//   one LeaseKeepAlive stream per client (keepalive-stream.ts). etcd3's
 //   `Lease` renews on a schedule of its own, and `Lease.keepaliveOnce()` opens
 //   a stream per renewal and leaves it open until etcd answers; so the backend
 //   opens the stream itself, through `leaseClient`, which etcd3 marks internal

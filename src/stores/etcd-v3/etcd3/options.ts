@@ -15,7 +15,7 @@
 //   member then cannot renew or rejoin for 5 s after etcd is back: longer
 //   than a short TTL. The breaker here half-opens after 250 ms; the
 //   election's own back-off does the pacing. And it counts a burst of
-//   failures as one (src/stores/etcd-v3/etcd3/burst-breaker.ts): one connection reset fails
+//   failures as one (burst-breaker.ts): one connection reset fails
 //   every call in flight on it at once, so counted one by one it tripped the
 //   breaker whenever a partition healed, and a leader cut off for a few
 //   seconds could rejoin only once it half-opened, 0.6 s after the heal at
@@ -23,7 +23,7 @@
 //
 // A fourth, like channelz, only costs time and memory: a gRPC channel for
 // each etcd service a client calls. The services of a client made with these
-// options share one (src/stores/etcd-v3/etcd3/shared-channel.ts).
+// options share one (shared-channel.ts).
 //
 // The breaker comes from cockatiel, which etcd3 depends on, and the channel
 // from grpc-js, which it also depends on. Both are loaded from where etcd3

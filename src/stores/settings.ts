@@ -3,9 +3,9 @@
 // campaign and as whom (client, key, name) are kept apart from the tuning
 // options (options.ts), and the object is taken apart into the positional
 // call, so both forms are checked by the same code.
-import { isEtcd3Client } from "../stores/etcd-v3/etcd3/client";
-import { isNodeEtcdClient } from "../stores/etcd-v2/node-etcd/client";
-import type { ElectionOptions } from "./options";
+import { isEtcd3Client } from "./etcd-v3/etcd3/client";
+import { isNodeEtcdClient } from "./etcd-v2/node-etcd/client";
+import type { ElectionOptions } from "../election/options";
 
 /** Which election: the fields an observer and a one-shot read need besides the options. */
 export interface ElectionTarget {
