@@ -49,8 +49,9 @@ function etcdLeader(
       "options given twice, as the fourth argument and as the fifth: pass one options object (the ttl may go in it)",
     );
   }
+  const given = optionsFirst ? ttl : options;
   const resolved = optionsFirst ? resolveOptions(undefined, ttl) : resolveOptions(ttl, options);
-  const backend = backendFor(client, electionKey, memberName, resolved);
+  const backend = backendFor(client, electionKey, memberName, resolved, given);
   return new election.Election(backend, memberName, resolved);
 }
 
@@ -84,7 +85,7 @@ namespace etcdLeader {
     const electionKey = argument("key", key);
     const resolved = resolveOptions(undefined, options);
     // The name is never written: an observer holds no membership.
-    const backend = backendFor(client, electionKey, "observer", resolved);
+    const backend = backendFor(client, electionKey, "observer", resolved, options);
     return new observer.LeaderObserver(backend, resolved);
   }
 

@@ -18,7 +18,7 @@ import { CountingProxy, diffCounts } from "./helpers/counting-proxy";
 import { EventRecorder } from "./helpers/event-recorder";
 import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "./helpers/hooks";
 import { etcdMetrics } from "./helpers/store-clients";
-import { nextTurn } from "../src/util/turns";
+import { processTurns } from "../src/util/turns";
 import { sleep, waitFor } from "./helpers/waiting";
 
 const MEMBERS = 8;
@@ -131,7 +131,7 @@ describe("the cost of a change of leader to its followers", () => {
       proxy.since(from).filter((r) => r.kind === "watch" && r.query.get("recursive") !== "true" && r.path === `/v2/keys${newLeaderKey}`).length;
     let queuedLeft = 100;
     for (let i = 0; i < 100; i++) {
-      void nextTurn().then(() => {
+      void processTurns.next().then(() => {
         const until = performance.now() + 10;
         while (performance.now() < until);
         queuedLeft--;

@@ -285,6 +285,8 @@ describe("the goMembers option", () => {
   it("is NATS-only: natsLeader takes true or false, etcd refuses it as an unknown option", async () => {
     const kv = await freshBucket();
     await assert.rejects(natsLeader(kv, KEY, "a", { goMembers: "yes" as never }), /goMembers must be true or false, got "yes"/);
+    // And the etcd v2 store's own option is no option of NATS.
+    await assert.rejects(natsLeader(kv, KEY, "a", { v2: { watchRearmInterval: 5_000 } }), /the v2 option is for the etcd v2 store/);
     const election = await natsLeader({ bucket: kv, key: KEY, name: "a", goMembers: false });
     assert.equal(election.isRunning(), false);
     // An observer takes the same options object, and has no use for it.

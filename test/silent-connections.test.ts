@@ -74,6 +74,26 @@ describe("watchRearmInterval", () => {
     assert.throws(() => etcdLeader(new Etcd("127.0.0.1:9"), "/k", "n", { watchRearmIntervall: 5 } as object), /watchRearmInterval/);
     etcdLeader(new Etcd("127.0.0.1:9"), "/k", "n", { watchRearmInterval: 2 ** 31 - 1 });
   });
+
+  it("is an option of the v2 store, v2.watchRearmInterval; its old place is still accepted, and both must agree", () => {
+    const v2 = () => new Etcd("127.0.0.1:9");
+    etcdLeader(v2(), "/k", "n", { v2: { watchRearmInterval: 5_000 } });
+    etcdLeader(v2(), "/k", "n", { v2: { watchRearmInterval: 5_000 }, watchRearmInterval: 5_000 });
+    etcdLeader.observe(v2(), "/k", { v2: { watchRearmInterval: 5_000 } });
+    assert.throws(() => etcdLeader(v2(), "/k", "n", { v2: { watchRearmInterval: 0 } }), /v2\.watchRearmInterval must be a positive number/);
+    assert.throws(
+      () => etcdLeader(v2(), "/k", "n", { v2: { watchRearmInterval: 5_000 }, watchRearmInterval: 6_000 }),
+      /watchRearmInterval given twice, as 6000 and as v2\.watchRearmInterval 5000/,
+    );
+    assert.throws(() => etcdLeader(v2(), "/k", "n", { v2: { watchRearm: 5 } } as object), /unknown v2 option "watchRearm"/);
+    assert.throws(() => etcdLeader(v2(), "/k", "n", { v2: 5 } as object), /the v2 option must be an object/);
+    const v3 = new Etcd3({ hosts: "127.0.0.1:9" });
+    try {
+      assert.throws(() => etcdLeader(v3, "/k", "n", { v2: { watchRearmInterval: 5_000 } }), /the v2 option is for the etcd v2 store/);
+    } finally {
+      v3.close();
+    }
+  });
 });
 
 describe("v2: long polls lost on a silent connection", () => {
@@ -83,7 +103,7 @@ describe("v2: long polls lost on a silent connection", () => {
     leader.start();
     await waitFor("leader elected", 10_000, () => leader.isLeader());
     const followerProxy = await proxy();
-    const follower = member(new Etcd([followerProxy.hostPort]), key, "follower", { watchRearmInterval: REARM_MS });
+    const follower = member(new Etcd([followerProxy.hostPort]), key, "follower", { v2: { watchRearmInterval: REARM_MS } });
     const errors = errorsOf(follower);
     const followed = new Promise((resolve) => follower.once("leader", resolve));
     follower.start();

@@ -2,7 +2,10 @@
 // (the successor's answer) is handled between them. Pure event-loop logic.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { nextTurn } from "../src/util/turns";
+import { TurnQueue } from "../src/util/turns";
+
+const turns = new TurnQueue();
+const nextTurn = () => turns.next();
 
 describe("nextTurn", () => {
   it("lets one waiter through per turn of the event loop, in the order they came", async () => {

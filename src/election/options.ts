@@ -19,12 +19,20 @@ export interface ElectionOptions {
   retryInitialDelay?: number;
   /** Longest delay between retries. Default 5 s, or the refresh interval if that is shorter. */
   retryMaxDelay?: number;
+  /** Options of the etcd v2 store (a node-etcd client); refused with any other client. */
+  v2?: EtcdV2Options | undefined;
+  /** The old place of `v2.watchRearmInterval`, still accepted (with any etcd client, as before). */
+  watchRearmInterval?: number;
+}
+
+/** What the etcd v2 store takes beside the election's timing. */
+export interface EtcdV2Options {
   /**
-   * etcd v2 only: the longest one long poll (a watch) is left waiting. Then it
-   * is abandoned and asked again from the last index it saw, which replays
-   * anything it missed, so a poll lost on a connection that died silently (a
-   * NAT gateway or firewall dropping an idle flow) costs at most this long.
-   * Default 30 s, below common idle timeouts.
+   * The longest one long poll (a watch) is left waiting. Then it is abandoned
+   * and asked again from the last index it saw, which replays anything it
+   * missed, so a poll lost on a connection that died silently (a NAT gateway
+   * or firewall dropping an idle flow) costs at most this long. Default 30 s,
+   * below common idle timeouts.
    */
   watchRearmInterval?: number;
 }
@@ -43,6 +51,7 @@ const OPTION_NAMES: ReadonlySet<string> = new Set(
     requestTimeout: true,
     retryInitialDelay: true,
     retryMaxDelay: true,
+    v2: true,
     watchRearmInterval: true,
   } satisfies Record<keyof ElectionOptions, true>),
 );
@@ -67,15 +76,11 @@ export interface ResolvedOptions {
   readonly requestTimeout: number;
   readonly retryInitialDelay: number;
   readonly retryMaxDelay: number;
-  readonly watchRearmInterval: number;
   /** From a renewal's send time: past this a leader must assume it lost. */
   readonly leaseHorizon: number;
 }
 
 export const DEFAULT_TTL_SECONDS = 10;
-
-/** Below the idle timeouts of common NAT gateways and load balancers (AWS NLB 350 s, many firewalls 60 s and up). */
-export const DEFAULT_WATCH_REARM_INTERVAL_MS = 30_000;
 
 /**
  * Reads the TTL the way etcd-leader 0.0.1 did (absent means 10, numeric
@@ -117,7 +122,6 @@ export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): Res
   const requestTimeout = duration("requestTimeout", options.requestTimeout, Math.min(ttlMs / 2, 5000));
   const retryInitialDelay = duration("retryInitialDelay", options.retryInitialDelay, 100);
   const retryMaxDelay = duration("retryMaxDelay", options.retryMaxDelay, Math.min(5000, refreshInterval));
-  const watchRearmInterval = duration("watchRearmInterval", options.watchRearmInterval, DEFAULT_WATCH_REARM_INTERVAL_MS);
 
   const leaseHorizon = ttlMs - stepDownMargin;
   // A message names which of its values are defaults: the user set the others.
@@ -135,11 +139,12 @@ export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): Res
   }
   return {
     ttlSeconds, ttlMs, refreshInterval, stepDownMargin, requestTimeout,
-    retryInitialDelay, retryMaxDelay, watchRearmInterval, leaseHorizon,
+    retryInitialDelay, retryMaxDelay, leaseHorizon,
   };
 }
 
-function duration(name: string, value: unknown, fallback: number): number {
+/** A duration option in milliseconds: `fallback` when undefined, else positive and short enough for a timer. */
+export function duration(name: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
     throw new RangeError(`${name} must be a positive number of milliseconds, got ${show(value)}`);

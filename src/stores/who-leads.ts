@@ -21,7 +21,7 @@ export async function whoLeads(client: unknown, key: string, options?: WhoLeadsO
   const resolved = resolveOptions(undefined, tuning);
   if (signal?.aborted) throw abortError(signal.reason);
   // The name is never written: a read holds no membership.
-  const backend = backendFor(client, key, "observer", resolved);
+  const backend = backendFor(client, key, "observer", resolved, tuning);
   const timeout = AbortSignal.timeout(resolved.requestTimeout);
   try {
     return await backend.readLeader(signal ? AbortSignal.any([signal, timeout]) : timeout);

@@ -12,25 +12,37 @@
 //
 // A follower names the new leader before it waits, so no `leader` event is
 // delayed; only the watch that reports the next change is armed a little later.
+//
+// A store's backend is given the queue it waits in. The followers of every
+// election in a process share one (processTurns), since they share its event
+// loop; a simulated world gives its own, turned by its own scheduler.
 
-const waiting: Array<() => void> = [];
-let draining = false;
+export class TurnQueue {
+  private readonly waiting: Array<() => void> = [];
+  private draining = false;
 
-/** Resolves on a later turn of the event loop, after the work that was waiting before it. */
-export function nextTurn(): Promise<void> {
-  return new Promise((resolve) => {
-    waiting.push(resolve);
-    if (!draining) {
-      draining = true;
-      setImmediate(letOneThrough);
-    }
-  });
+  /** `later` runs a callback on a later turn of the loop; setImmediate's check phase, for a real process. */
+  constructor(private readonly later: (callback: () => void) => void = (callback) => setImmediate(callback)) {}
+
+  /** Resolves on a later turn of the event loop, after the work that was waiting before it. */
+  next(): Promise<void> {
+    return new Promise((resolve) => {
+      this.waiting.push(resolve);
+      if (!this.draining) {
+        this.draining = true;
+        this.later(this.letOneThrough);
+      }
+    });
+  }
+
+  private readonly letOneThrough = (): void => {
+    // Resolving runs the waiter's continuation in this turn's microtasks; the
+    // next one gets a turn of its own, after the loop's poll for I/O.
+    this.waiting.shift()?.();
+    if (this.waiting.length > 0) this.later(this.letOneThrough);
+    else this.draining = false;
+  };
 }
 
-function letOneThrough(): void {
-  // Resolving runs the waiter's continuation in this turn's microtasks; the
-  // next one gets a turn of its own, after the loop's poll for I/O.
-  waiting.shift()?.();
-  if (waiting.length > 0) setImmediate(letOneThrough);
-  else draining = false;
-}
+/** The queue every store of this process waits in. */
+export const processTurns = new TurnQueue();

@@ -6,7 +6,7 @@ import { Etcd3 } from "etcd3";
 import type { ElectionBackend } from "../../src/contract/backend";
 import { EtcdV2Backend } from "../../src/stores/etcd-v2/recipe";
 import { etcd3Options } from "../../src/stores/etcd-v3/etcd3/options";
-import { DEFAULT_WATCH_REARM_INTERVAL_MS } from "../../src/election/options";
+import { DEFAULT_WATCH_REARM_INTERVAL_MS } from "../../src/stores/etcd-v2/options";
 import { EtcdV3Backend } from "../../src/stores/etcd-v3/recipe";
 import type { NodeEtcdClient } from "../../src/stores/etcd-v2/node-etcd/client";
 import { EtcdAdmin } from "../faults/etcd-admin";

@@ -49,7 +49,7 @@
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../contract/backend";
 import { ChildAbortController, untilAborted } from "../../util/abort";
 import { MembershipLostError } from "../../contract/errors";
-import { nextTurn } from "../../util/turns";
+import { processTurns, type TurnQueue } from "../../util/turns";
 import { log } from "../../util/log";
 import { electionDirectory } from "./key";
 import { OlderMembers, type LineMember } from "./line";
@@ -110,6 +110,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     private readonly name: string,
     private readonly ttlSeconds: number,
     private readonly watchRearmInterval: number,
+    /** Where followers re-arm their watches, one per turn of the event loop. */
+    private readonly turns: TurnQueue = processTurns,
   ) {
     this.dir = electionDirectory(key);
     this.dirPath = this.dir;
@@ -312,7 +314,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
       // The listing named the leader; the first watch can wait its turn too
       // (from where the listing saw the member, it replays what came since).
       if (older.size > 1) {
-        await nextTurn();
+        await this.turns.next();
         signal.throwIfAborted();
       }
       watchNext();
@@ -394,7 +396,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
         // behind a thousand followers' watches (each a read too, where etcd
         // has forgotten the index to start from) its turn came seconds later.
         if (older.size > 1) {
-          await nextTurn();
+          await this.turns.next();
           signal.throwIfAborted();
         }
         watchNext();

@@ -61,7 +61,7 @@
 // by its lease expiring, ends the wait at once instead of never.
 import type { IKeyValue, IRangeResponse } from "etcd3";
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../contract/backend";
-import { nextTurn } from "../../util/turns";
+import { processTurns, type TurnQueue } from "../../util/turns";
 import { MembershipLostError } from "../../contract/errors";
 import { log } from "../../util/log";
 import { Etcd3Advisor } from "./etcd3/advice";
@@ -140,6 +140,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     key: string,
     private readonly name: string,
     private readonly ttlSeconds: number,
+    /** Where followers arm their watches, one per turn of the event loop. */
+    private readonly turns: TurnQueue = processTurns,
   ) {
     this.prefix = `${key}/`;
     this.description = `etcd v3 ${key}`;
@@ -445,7 +447,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         if (!gone.has(leader.createRevision) && !goneInQueue(leader.key)) onLeader(leaderOf(leader));
         if (leaderRangeMisses()) {
           // Named at once; the watch on the new leader can wait its turn (src/util/turns.ts).
-          await nextTurn();
+          await this.turns.next();
           signal.throwIfAborted();
         }
       }
@@ -458,7 +460,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       // watches can wait their turn too (from the listing's revision, they
       // replay what came since).
       if (predecessor !== leader) {
-        await nextTurn();
+        await this.turns.next();
         signal.throwIfAborted();
       }
       watchLine();

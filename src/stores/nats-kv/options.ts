@@ -34,6 +34,9 @@ export function splitOptions(options: NatsElectionOptions): { goMembers: boolean
     throw new TypeError(`options must be an object, got ${options === null ? "null" : typeof options}`);
   }
   const { goMembers, ...timing } = options;
+  if ((timing as ElectionOptions).v2 !== undefined) {
+    throw new TypeError("the v2 option is for the etcd v2 store (a node-etcd client), not for NATS KV: leave it out");
+  }
   if (goMembers !== undefined && typeof goMembers !== "boolean") {
     throw new TypeError(`goMembers must be true or false, got ${typeof goMembers === "string" ? JSON.stringify(goMembers) : typeof goMembers}`);
   }

@@ -39,7 +39,7 @@
 import { untilAborted } from "../../util/abort";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { log } from "../../util/log";
-import { nextTurn } from "../../util/turns";
+import { processTurns, type TurnQueue } from "../../util/turns";
 import { GoMemberWait, type GoMemberTiming } from "./go-members";
 import { KeyHolder, type NatsMembership } from "./holder";
 import { KeyWatch } from "./watch";
@@ -79,6 +79,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     private readonly bucket: NatsKvBucket,
     private readonly key: string,
     private readonly name: string,
+    /** Where followers that saw the leader leave take their turn to campaign. */
+    private readonly turns: TurnQueue = processTurns,
   ) {
     this.holder = new KeyHolder(bucket, key, name);
   }
@@ -213,7 +215,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           // comes after the winning write arrived follows it instead of
           // sending a create that can only lose (with a hundred followers
           // in one process, a change sent 2 to 24 creates instead of 99).
-          await nextTurn();
+          await this.turns.next();
           signal.throwIfAborted();
           const since = watch.newest(entry.revision + 1);
           if (since?.name !== undefined) {
