@@ -1,6 +1,6 @@
 // What every scenario gets from the orchestrator, and the run's parameters.
 import type { Etcd3 } from "etcd3";
-import type { CountingProxy } from "../test/helpers/counting-proxy";
+import type { CountingProxy } from "../test/kit/counting-proxy";
 import type { SubjectInfo } from "./subjects/types";
 import { now } from "./util";
 

@@ -2,7 +2,7 @@
 // many members per process, of any benchmarked library) and its driver
 // (bench/host.ts). Its events mean what the library's events mean; the
 // tests' members, `etcd-leader run --json` processes, report the same
-// changes in the command's own format (read by test/helpers/member-process.ts).
+// changes in the command's own format (read by test/kit/member-process.ts).
 //
 // Events, one JSON object per line on the program's stdout:
 //   {"type":"elected","at":1700000000000.25,"name":"m3","token":12}

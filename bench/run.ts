@@ -23,11 +23,11 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { availableParallelism, release, totalmem, type } from "node:os";
 import { join } from "node:path";
 import { Etcd3 } from "etcd3";
-import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-server";
-import { startNats, type NatsServer } from "../test/helpers/nats-server";
+import { etcdBinary, startEtcd, type EtcdCluster } from "../test/kit/etcd-server";
+import { startNats, type NatsServer } from "../test/kit/nats-server";
 import { failoverChart } from "./chart";
 import { paramsFor, type BenchContext } from "./context";
-import { CountingProxy } from "../test/helpers/counting-proxy";
+import { CountingProxy } from "../test/kit/counting-proxy";
 import { compileMembers, removeCompiled } from "./compile";
 import { killAllHosts, useCompiledMembers, type Host } from "./host";
 import { MachineLoad } from "./machine-load";
@@ -178,7 +178,7 @@ async function main(): Promise<void> {
         "graceful, cold start and scale runs measure one subject at a time; the crash and partition trials of all four subjects " +
           "run at the same time (own keys, processes and proxies, every process started beforehand; their figures are seconds, " +
           "set by the TTL)",
-        "etcd runs with heartbeat 50 ms and election timeout 500 ms (test/helpers/etcd-server.ts)",
+        "etcd runs with heartbeat 50 ms and election timeout 500 ms (test/kit/etcd-server.ts)",
         "NATS KV (this library only; no peer runs on NATS here): nats-server 2.9 with JetStream, one bucket per TTL whose " +
           "max_age is the TTL, one connection per member. Its idle load has its own table (NATS messages, not etcd requests); " +
           "the partition scenario and the etcd idle and change-cost tables are etcd's, and skip it",

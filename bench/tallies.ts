@@ -1,6 +1,6 @@
 // What a subject's trials add up to in one scenario: failed trials, safety
 // (instants with two leaders), and the errors and notes members reported.
-import type { OverlapStretch } from "../test/helpers/leadership-history";
+import type { OverlapStretch } from "../test/kit/leadership-history";
 
 export interface Failure {
   trial: number;

@@ -2,7 +2,7 @@
 // follows, every event with its time, and waiting for a condition with a
 // deadline. Also the safety record: each change of each member's belief that
 // it leads, from which overlaps (two leaders at once) are computed.
-import { overlapStretches, type OverlapStretch } from "../test/helpers/leadership-history";
+import { overlapStretches, type OverlapStretch } from "../test/kit/leadership-history";
 import type { EventLine } from "./member-protocol";
 import type { Host } from "./host";
 import { addSafety, tally, type Failure, type SafetySummary } from "./tallies";

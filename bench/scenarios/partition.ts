@@ -8,7 +8,7 @@
 // successor, and holding a membership in etcd again.
 import { storeMemberCount, type BenchContext } from "../context";
 import { Host } from "../host";
-import { FaultProxy } from "../../test/helpers/fault-proxy";
+import { FaultProxy } from "../../test/kit/fault-proxy";
 import type { SubjectInfo } from "../subjects/types";
 import { runTrials } from "../trial";
 import { now, sleep, tag, uniform } from "../util";

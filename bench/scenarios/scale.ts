@@ -8,7 +8,7 @@
 // v3: etcd's /metrics before and after (gRPC messages received and calls
 // started per method, raft proposals committed), plus the member process's
 // own count of KV range calls over a prefix (listings) and of single keys.
-import { diffCounts, totalOf, type Counts } from "../../test/helpers/counting-proxy";
+import { diffCounts, totalOf, type Counts } from "../../test/kit/counting-proxy";
 import type { BenchContext } from "../context";
 import { diffMetrics, readMetrics, type MetricsDelta, type MetricsSnapshot } from "../etcd-metrics";
 import { Host } from "../host";

@@ -37,7 +37,7 @@
 // `join` that does not settle within the request timeout is reported as a
 // timeout, and what it resolves with later is handed to `leave`. `observe`
 // that returns before its signal aborts is reported and called again after
-// a back-off. The conformance suite (test/conformance/claim-cases.ts) checks
+// a back-off. The conformance suite (test/contract/conformance/claim-cases.ts) checks
 // each rule.
 
 /** What the store holds for a member and drops unless renewed: a place in line, or the key it won. */

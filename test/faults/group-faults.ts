@@ -6,8 +6,8 @@
 // exit, run the end hook, leave) before then. The runner checks that no
 // process of the old group runs when the next member's work starts, and that
 // none is left at the end.
-import type { MemberEvent, MemberProcess } from "../helpers/member-process";
-import { MEMBER_GRACE_SECONDS } from "../helpers/member-process";
+import type { MemberEvent, MemberProcess } from "../kit/member-process";
+import { MEMBER_GRACE_SECONDS } from "../kit/member-process";
 import type { ScenarioContext } from "./runner";
 import type { Scenario, ScenarioOutcome } from "./types";
 

@@ -1,5 +1,5 @@
 // Faults of the leader's process: a clean stop, a crash, a freeze.
-import type { MemberProcess } from "../helpers/member-process";
+import type { MemberProcess } from "../kit/member-process";
 import type { ScenarioContext } from "./runner";
 import type { Scenario } from "./types";
 

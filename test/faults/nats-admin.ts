@@ -5,7 +5,7 @@
 // connection, closed with the run.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
-import type { NatsServer } from "../helpers/nats-server";
+import type { NatsServer } from "../kit/nats-server";
 import type { LineEntry } from "./etcd-admin";
 
 /** The bucket every NATS scenario's election lives in. */

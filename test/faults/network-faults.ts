@@ -1,7 +1,7 @@
 // Faults of one member's connection to etcd, made by its own FaultProxy:
 // partitions that look like silence or like resets, of the leader or of a
 // follower, and added latency.
-import type { FaultMode } from "../helpers/fault-proxy";
+import type { FaultMode } from "../kit/fault-proxy";
 import type { ScenarioContext } from "./runner";
 import type { Scenario, ScenarioOutcome } from "./types";
 

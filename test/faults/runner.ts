@@ -3,7 +3,7 @@
 //  1. starts etcd (one server, or a cluster), or for NATS one nats-server with
 //     JetStream and the election's bucket, one FaultProxy per member in
 //     front of it, and the members, each an `etcd-leader run` process
-//     (test/helpers/member-process.ts) connected only through its own proxy,
+//     (test/kit/member-process.ts) connected only through its own proxy,
 //     whose command appends its start and SIGTERM to a log of the run;
 //  2. waits until one member leads and every other follows it;
 //  3. runs the scenario's fault, within a time budget;
@@ -37,17 +37,17 @@
 // it returns (and `cleanupEverything()` is there for `after` hooks).
 import { randomUUID } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
-import { startEtcdCluster, type EtcdCluster } from "../helpers/etcd-server";
-import { FaultProxy } from "../helpers/fault-proxy";
-import { startNats, type NatsServer } from "../helpers/nats-server";
+import { startEtcdCluster, type EtcdCluster } from "../kit/etcd-server";
+import { FaultProxy } from "../kit/fault-proxy";
+import { startNats, type NatsServer } from "../kit/nats-server";
 import {
   checkHistories,
   formatReport,
   type HistoryReport,
   type LeadershipInterval,
-} from "../helpers/leadership-history";
-import { CommandLog, overlaps, type ChildRecord } from "../helpers/cli-process";
-import { MEMBER_GRACE_SECONDS, spawnMember, type MemberEvent, type MemberProcess } from "../helpers/member-process";
+} from "../kit/leadership-history";
+import { CommandLog, overlaps, type ChildRecord } from "../kit/cli-process";
+import { MEMBER_GRACE_SECONDS, spawnMember, type MemberEvent, type MemberProcess } from "../kit/member-process";
 import { livingInGroups } from "../fixtures/process-table.cjs";
 import { EtcdAdmin, type LineEntry } from "./etcd-admin";
 import { FAULTS_BUCKET, NatsAdmin } from "./nats-admin";

@@ -4,7 +4,7 @@
 // re-armed long polls (v2) or gRPC keepalive (v3) can tell it that a
 // connection is dead. New connections pass, as they would through a gateway
 // that simply builds a new flow.
-import type { MemberProcess } from "../helpers/member-process";
+import type { MemberProcess } from "../kit/member-process";
 import type { ScenarioContext } from "./runner";
 import type { Scenario } from "./types";
 

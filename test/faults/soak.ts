@@ -9,7 +9,7 @@
 // timeline of every member. Exits 1 if any run failed. Every process, proxy
 // and etcd is gone afterwards, also on Ctrl-C.
 import { writeFileSync } from "node:fs";
-import { killAllMembers } from "../helpers/member-process";
+import { killAllMembers } from "../kit/member-process";
 import { cleanupEverything, runScenario, type ScenarioResult } from "./runner";
 import { SCENARIOS } from "./scenarios";
 import { FAULT_BACKENDS, type FaultBackend } from "./types";

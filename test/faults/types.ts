@@ -1,5 +1,5 @@
 // Shared vocabulary of the fault-injection scenarios (test/faults/*.ts).
-import type { LeaderWork } from "../helpers/member-process";
+import type { LeaderWork } from "../kit/member-process";
 import type { ScenarioContext } from "./runner";
 
 /** The etcd APIs: what the in-process tests that take etcd clients run on. */

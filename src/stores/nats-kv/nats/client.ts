@@ -4,7 +4,7 @@
 // a NATS module itself: the user's handle brings its client along.
 //
 // Errors are classified here, once, by the names and codes the client gives
-// them (checked against nats-server 2.9 in test/nats-kv-facts.test.ts):
+// them (checked against nats-server 2.9 in test/stores/nats-kv/nats-kv-facts.test.ts):
 // - a failed revision check (`create` over a live entry, `update` or `delete`
 //   with a stale revision) is JetStream API error 10071, "wrong last
 //   sequence: <current revision>": the key is not ours;
@@ -82,7 +82,7 @@ export function wrongLastSequence(err: unknown): number | undefined {
  * Whether the bucket's stream does not exist (never made, or deleted): reads
  * and creates say StreamNotFoundError; an update or delete finds nobody to
  * answer its subject, which the client reports as JetStreamNotEnabled caused
- * by "no responders" (checked in test/nats-kv-facts.test.ts).
+ * by "no responders" (checked in test/stores/nats-kv/nats-kv-facts.test.ts).
  */
 export function isBucketMissing(err: unknown): boolean {
   const { code, name, cause } = (err ?? {}) as { code?: unknown; name?: unknown; cause?: { message?: unknown } };

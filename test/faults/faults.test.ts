@@ -1,0 +1,41 @@
+// Fault injection: every scenario of test/faults/scenarios.ts on both APIs,
+// with members in their own processes, each behind its own fault proxy, and a
+// checker over what each member recorded about its own leadership. The
+// scenarios and the checks are described in test/faults/runner.ts and in each
+// scenario's title. `npm run soak` runs them many times over.
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+import { killAllMembers } from "../kit/member-process";
+import { cleanupEverything, runScenario } from "./runner";
+import { SCENARIOS } from "./scenarios";
+import { FAULT_BACKENDS } from "./types";
+
+/** A run takes 5 to 15 s; the runner bounds each of its own steps well within this. */
+const SCENARIO_TIMEOUT_MS = 120_000;
+
+/** Cleanup that takes longer than this has hung; failing the hook says so instead of holding the run. */
+const CLEANUP_TIMEOUT_MS = 60_000;
+
+async function cleanUp(): Promise<void> {
+  await cleanupEverything();
+  await killAllMembers();
+}
+
+after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
+
+const DESCRIPTIONS = { v2: "etcd v2 API (node-etcd)", v3: "etcd v3 API (etcd3)", nats: "NATS JetStream KV (nats-server 2.9)" };
+
+for (const backend of FAULT_BACKENDS) {
+  describe(`fault injection, ${DESCRIPTIONS[backend]}`, () => {
+    after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
+
+    for (const scenario of SCENARIOS) {
+      it(scenario.id, { timeout: SCENARIO_TIMEOUT_MS, skip: scenario.notFor?.[backend] ?? false }, async (t) => {
+        const result = await runScenario(scenario, backend);
+        // One line per scenario; the problems and the timeline go with the failure.
+        t.diagnostic(`${result.summary.split("\n")[0]} [${(result.durationMs / 1000).toFixed(1)} s]`);
+        assert.ok(result.ok, `${result.summary}\n--- timeline:\n${result.timeline}`);
+      });
+    }
+  });
+}
