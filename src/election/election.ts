@@ -8,7 +8,7 @@ import { checkOptions, checkSignal, ChildAbortController, deadline, emitSafely, 
 import type { Claim, ElectionBackend, Leader, Membership } from "../contract/backend";
 import { Backoff } from "../util/backoff";
 import { callBackend as call, heldClaimProblem, InvalidClaimError, leaderProblem, newClaimProblem } from "../contract/answers";
-import { systemClock, type Clock } from "../util/clock";
+import { later, systemClock, wallNow, type Clock } from "../util/clock";
 import { publishError, publishRenewal, publishRetry, publishState } from "./diagnostics";
 import { defineAsyncDispose } from "../util/dispose";
 import { ElectionError, MembershipLostError, isMembershipLost, type ElectionPhase } from "../contract/errors";
@@ -62,6 +62,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private detachStartSignal: (() => void) | undefined;
   /** Gives up the current run's membership; set while it holds one, for stop() to call first. */
   private leaveOnStop: (() => void) | undefined;
+
+  /** The clock's later(): where stop() lets the waits go, a turn after the deletion went out. */
+  private readonly later = (callback: () => void) => later(this.clock, callback);
 
   constructor(
     private readonly backend: ElectionBackend<M>,
@@ -225,7 +228,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   // backend of the user's own that ignores the signal must not keep stop(),
   // or a renewal's timeout, waiting.
   private async campaign(signal: AbortSignal): Promise<void> {
-    const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
+    const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay, this.random);
     /** What this member holds on the store: from joining (queue-style stores) or from winning (race-style). */
     let claim: Claim<M> | undefined;
     let renewal: Renewal<M> | undefined;
@@ -241,11 +244,11 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     // term at once; and released when the phase is over. Until stop() reaches
     // the phase, what the store answers is dropped here: every step below
     // checks `signal` after its wait.
-    let phase = new ChildAbortController(signal, true);
+    let phase = new ChildAbortController(signal, this.later);
 
     const hold = (held: Claim<M>) => {
       claim = held;
-      this.renewedAt = Date.now();
+      this.renewedAt = wallNow(this.clock);
       renewal = new Renewal(this.backend, held.membership, this.options, this.clock, {
         renewed: (at) => {
           if (signal.aborted) return;
@@ -343,7 +346,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
           await this.backOff(step, reason, backoff, signal);
         } finally {
           phase.release(new Error("phase over"));
-          phase = new ChildAbortController(signal, true);
+          phase = new ChildAbortController(signal, this.later);
         }
       }
     } finally {
@@ -374,7 +377,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
    * abandon, and what one that answers later anyway hands over is given back.
    */
   private async join(join: (signal: AbortSignal) => Promise<Claim<M>>): Promise<Claim<M>> {
-    const bound = deadline(this.options.requestTimeout);
+    const bound = deadline(this.options.requestTimeout, this.clock);
     const joining = call(() => join.call(this.backend, bound.signal));
     try {
       const joined = await untilAborted("join", joining, bound.signal);
@@ -423,7 +426,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   private async leaveStore(membership: M): Promise<void> {
     // On stop()'s way to the deletion: a plain timer (src/util/abort.ts, deadline()).
-    const bound = deadline(this.options.requestTimeout);
+    const bound = deadline(this.options.requestTimeout, this.clock);
     try {
       await untilAborted("leave", call(() => this.backend.leave(membership, bound.signal)), bound.signal);
       log.election("%s left: deleted %s", this.name, membership.id);
@@ -546,7 +549,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   }
 
   private renewalConfirmed(membership: M, sentAt: number): void {
-    this.renewedAt = Date.now();
+    this.renewedAt = wallNow(this.clock);
     const roundTripMs = this.clock.now() - sentAt;
     publishRenewal(() => ({
       source: this,

@@ -42,6 +42,8 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
     private readonly backend: ElectionBackend,
     private readonly options: ResolvedOptions,
     private readonly clock: Clock = systemClock,
+    /** The jitter of its retries; a simulated world brings its own. */
+    private readonly random: () => number = Math.random,
   ) {
     super();
   }
@@ -126,7 +128,7 @@ export class LeaderObserver extends EventEmitter<ObserverEvents> {
   declare [Symbol.asyncDispose]: () => Promise<void>;
 
   private async follow(signal: AbortSignal): Promise<void> {
-    const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay);
+    const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay, this.random);
     while (!signal.aborted) {
       try {
         const onLeader = (leader: Leader | undefined) => {

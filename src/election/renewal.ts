@@ -5,7 +5,7 @@ import { ChildAbortController, untilAborted } from "../util/abort";
 import type { ElectionBackend, Membership } from "../contract/backend";
 import { callBackend } from "../contract/answers";
 import { Backoff } from "../util/backoff";
-import type { Clock } from "../util/clock";
+import { detachedTimeout, later, type Clock } from "../util/clock";
 import { isMembershipLost, RequestTimeoutError } from "../contract/errors";
 import type { ResolvedOptions } from "./options";
 
@@ -44,7 +44,7 @@ export class Renewal<M extends Membership> {
   ) {
     // Retries must fit several times into what is left of the TTL after a missed renewal.
     const maxRetryDelay = Math.max(options.retryInitialDelay, Math.min(options.retryMaxDelay, options.refreshInterval / 4));
-    this.backoff = new Backoff(options.retryInitialDelay, maxRetryDelay);
+    this.backoff = new Backoff(options.retryInitialDelay, maxRetryDelay, random);
   }
 
   /**
@@ -133,10 +133,9 @@ export class Renewal<M extends Membership> {
     const sentAt = this.clock.now();
     const request = signal ? new ChildAbortController(signal) : new AbortController();
     const requestSignal = request.signal;
-    // A real timer, as AbortSignal.timeout() has: the request timeout is the
-    // network's, not the clock's.
-    const timeout = setTimeout(() => request.abort(new DOMException("renewal timed out", "TimeoutError")), this.options.requestTimeout);
-    timeout.unref();
+    // On the election's clock, like every timer of the election, and like
+    // AbortSignal.timeout()'s it keeps no process alive by itself.
+    const timeout = detachedTimeout(this.clock, () => request.abort(new DOMException("renewal timed out", "TimeoutError")), this.options.requestTimeout);
     this.inFlight.push(request);
     let renewing: Promise<void> | undefined;
     try {
@@ -144,7 +143,7 @@ export class Renewal<M extends Membership> {
       await untilAborted("renew", renewing, requestSignal);
     } catch (failure) {
       if (this.stopped || signal?.aborted) throw failure;
-      const err = renewing ? await backendTimeout(renewing, failure) : failure;
+      const err = renewing ? await backendTimeout(renewing, failure, this.clock) : failure;
       if (isMembershipLost(err)) {
         this.stop();
         this.listener.lost(err);
@@ -153,7 +152,7 @@ export class Renewal<M extends Membership> {
       }
       throw err;
     } finally {
-      clearTimeout(timeout);
+      this.clock.clearTimeout(timeout);
       const index = this.inFlight.indexOf(request);
       if (index >= 0) this.inFlight.splice(index, 1);
       // Detached from the caller's signal: a signal that lives on keeps no trace of it.
@@ -174,11 +173,11 @@ export class Renewal<M extends Membership> {
  * next turn of the event loop, says more (which request, and for etcd3 what
  * to configure when timeouts keep coming): report that one instead.
  */
-async function backendTimeout(renewing: Promise<void>, failure: unknown): Promise<unknown> {
+async function backendTimeout(renewing: Promise<void>, failure: unknown, clock: Clock): Promise<unknown> {
   if (!(failure instanceof RequestTimeoutError)) return failure;
   const own = await Promise.race([
     renewing.then(() => undefined, (err: unknown) => err),
-    new Promise<undefined>((resolve) => setImmediate(() => resolve(undefined))),
+    new Promise<undefined>((resolve) => later(clock, () => resolve(undefined))),
   ]);
   return own instanceof RequestTimeoutError ? own : failure;
 }

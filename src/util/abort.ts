@@ -1,6 +1,6 @@
 // Small helpers for AbortSignal-driven cancellation: every wait in the library
 // settles as soon as its owner aborts, so stop() leaves nothing running.
-import type { Clock } from "./clock";
+import { detachedTimeout, systemClock, type Clock } from "./clock";
 import { RequestTimeoutError } from "../contract/errors";
 
 /**
@@ -80,19 +80,20 @@ export function sleep(clock: Clock, ms: number, signal: AbortSignal): Promise<vo
  */
 export class ChildAbortController extends AbortController {
   private readonly onParentAbort = () => {
-    if (this.parentAbortsLater) setImmediate(() => this.abort(this.parent.reason));
+    if (this.parentAbortsLater) this.parentAbortsLater(() => this.abort(this.parent.reason));
     else this.abort(this.parent.reason);
   };
 
   /**
-   * `parentAbortsLater`: the parent's abort reaches this controller on the
-   * event loop's next check phase instead of at once (one that comes before
-   * its parent's is not held back). Whoever aborts the parent gets the rest
-   * of the turn to itself, and the I/O it started in it goes out first.
+   * `parentAbortsLater`: how the parent's abort reaches this controller on a
+   * later turn of the event loop instead of at once (a clock's later(): the
+   * check phase); one that comes before its parent's is not held back.
+   * Whoever aborts the parent gets the rest of the turn to itself, and the
+   * I/O it started in it goes out first.
    */
   constructor(
     private readonly parent: AbortSignal,
-    private readonly parentAbortsLater = false,
+    private readonly parentAbortsLater?: (callback: () => void) => void,
   ) {
     super();
     if (parent.aborted) this.abort(parent.reason);
@@ -106,19 +107,17 @@ export class ChildAbortController extends AbortController {
 }
 
 /**
- * A signal that aborts with a TimeoutError after `ms`, as AbortSignal.timeout()
- * does, and `clear()` to drop its timer once the work it bounds is over. In
- * Node 20 AbortSignal.timeout() puts each signal behind a weak reference and
- * in a finalization registry: for a hundred members starting in one process,
- * the two a join used were half of this library's own work before its create
- * went out.
+ * A signal that aborts with a TimeoutError after `ms` on `clock`, as
+ * AbortSignal.timeout() does, and `clear()` to drop its timer once the work it
+ * bounds is over. In Node 20 AbortSignal.timeout() puts each signal behind a
+ * weak reference and in a finalization registry: for a hundred members
+ * starting in one process, the two a join used were half of this library's
+ * own work before its create went out.
  */
-export function deadline(ms: number): { signal: AbortSignal; clear(): void } {
+export function deadline(ms: number, clock: Clock = systemClock): { signal: AbortSignal; clear(): void } {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
-  // Like AbortSignal.timeout()'s: the timer alone keeps no process alive.
-  timer.unref();
-  return { signal: controller.signal, clear: () => clearTimeout(timer) };
+  const timer = detachedTimeout(clock, () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
+  return { signal: controller.signal, clear: () => clock.clearTimeout(timer) };
 }
 
 /**
