@@ -1,5 +1,5 @@
 // The `etcd-leader` command as a real process, for the CLI tests: started from
-// source through tsx, its state changes read as JSON lines from stderr (pass
+// the build (built-cli.ts), its state changes read as JSON lines from stderr (pass
 // --json), its stdout kept, and every process started here SIGKILLed by
 // `killAllClis()` in an after hook. Also the shared command log that the
 // commands run under `run` (test/fixtures/cli-child.cjs) append to.
@@ -12,12 +12,12 @@ import { after, afterEach, before } from "node:test";
 import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { livingProcesses } from "../fixtures/process-table.cjs";
+import { builtCli } from "./built-cli";
 import { startEtcd, type EtcdCluster } from "./etcd-server";
 import { startNats, type NatsServer } from "./nats-server";
+import { REPO_ROOT } from "./paths";
 import { exitOrFail, sleep } from "./waiting";
 
-const REPO_ROOT = join(__dirname, "..", "..");
-const MAIN = join(REPO_ROOT, "src", "cli", "main.ts");
 export const CHILD = join(REPO_ROOT, "test", "fixtures", "cli-child.cjs");
 
 /** A state change the CLI reported (run --json): `event` as in src/cli/commands/run.ts, `at` as Date.now(). */
@@ -39,7 +39,7 @@ export class CliProcess {
 
   /** `ownGroup`: start the CLI as the leader of a process group of its own, as a supervisor or a shell would. */
   constructor(readonly args: string[], env: NodeJS.ProcessEnv = {}, ownGroup = false) {
-    this.child = spawn(process.execPath, ["--import", "tsx", MAIN, ...args], {
+    this.child = spawn(process.execPath, [builtCli(), ...args], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...env },
       detached: ownGroup,

@@ -1,6 +1,6 @@
 // Election members in processes of their own, so that tests can kill, freeze
 // and thaw them like real services: each member is the `etcd-leader run`
-// command (src/cli/main.ts, from source through tsx), the one member program
+// command (from the build: built-cli.ts), the one member program
 // the project has. It runs with --json --verbose, and what it reports on
 // stderr becomes the events the history checker (leadership-history.ts)
 // reads:
@@ -18,10 +18,11 @@
 // `after` hook; a process "exit" hook SIGKILLs whatever is left if a test run
 // ends without it (the orphan guard of each CLI then stops its command).
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { builtCli } from "./built-cli";
 import { CHILD, CommandLog } from "./cli-process";
 import type { HistoryEvent, MemberHistory } from "./leadership-history";
+import { REPO_ROOT } from "./paths";
 
 export interface MemberConfig {
   backend: "v2" | "v3" | "nats";
@@ -76,8 +77,6 @@ export interface CommandEvent {
   [field: string]: unknown;
 }
 
-const MAIN = join(__dirname, "..", "..", "src", "cli", "main.ts");
-const REPO_ROOT = join(__dirname, "..", "..");
 /** Lines of output kept for error messages. */
 const RECENT_LINES = 40;
 /** The command gets this long after SIGTERM (cli-child.cjs exits at once unless told to ignore it). */
@@ -106,8 +105,7 @@ export class MemberProcess {
   constructor(readonly config: MemberConfig) {
     this.name = config.name;
     this.commandLog = config.commandLog ?? (sharedLog ??= new CommandLog());
-    // tsx resolves from the working directory, so the CLI runs from the repository root.
-    this.child = spawn(process.execPath, ["--import", "tsx", MAIN, ...cliArguments(config, this.commandLog.path)], {
+    this.child = spawn(process.execPath, [builtCli(), ...cliArguments(config, this.commandLog.path)], {
       cwd: REPO_ROOT,
       stdio: ["pipe", "pipe", "pipe"],
     });
