@@ -2,7 +2,8 @@
 // one dot per trial, a box from the 25th to the 75th percentile, a bar at
 // the median, a tick at the 90th percentile and a line from min to max.
 // Plain SVG, written by hand.
-import type { BenchResults } from "./report";
+import { runDescription } from "./figures";
+import type { BenchResults } from "./results";
 import { quantile } from "./stats";
 import { SUBJECTS } from "./subjects/info";
 
@@ -131,7 +132,7 @@ export function failoverChart(results: BenchResults): string {
       const r = list.find((x) => x.subject === s.id);
       return { label: s.label, ours: s.ours, values: (r?.failoverMs ?? []).map((v) => v / scale), note: r ? undefined : "not run" };
     });
-  return renderChart(`Failover per subject (${results.meta.quick ? "--quick" : "full run"}, TTL ${ttl} s)`, [
+  return renderChart(`Failover per subject (${runDescription(results)}, TTL ${ttl} s)`, [
     {
       title: "Graceful failover: stop() / resign() → next elected",
       unit: "milliseconds",

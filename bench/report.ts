@@ -1,80 +1,23 @@
 // The printed report: one table per scenario, the ratio of this library to
 // each peer, and the targets with PASS or MISS.
-import type { Params } from "./context";
-import type { ColdStartResult } from "./scenarios/cold-start";
-import type { SafetySummary } from "./tallies";
-import type { CrashResult } from "./scenarios/crash";
-import type { GracefulResult } from "./scenarios/graceful";
-import type { NatsIdleRun } from "./scenarios/nats-idle";
-import type { PartitionResult } from "./scenarios/partition";
-import { perMemberPerSecond, type Load, type ScaleRun } from "./scenarios/scale";
+import {
+  changeListings, changeRequests, coldStartSettle, crashFailover, crashKeyGone, crashReaction, gracefulFailover,
+  idleRate, largestN, learnDelays, machineLine, mean, otherLoadLine, partitionFigures, ratioTable, requestsPerRenewal,
+  runDescription, safetyByScenario, safetyTotal, scaleNs,
+} from "./figures";
+import type { BenchResults } from "./results";
+import { perMemberPerSecond, type Load } from "./scenarios/scale";
 import { summarize, type Summary } from "./stats";
 import { subjectInfo, SUBJECTS } from "./subjects/info";
 import type { SubjectId } from "./subjects/types";
 import { num, table, type Cell } from "./table";
 
-export interface BenchResults {
-  meta: {
-    startedAt: string;
-    quick: boolean;
-    durationS?: number;
-    machine: { nproc: number; cpu: string; memoryGiB: number; node: string; etcd: string; os: string };
-    params: Params;
-    /** Percent of the machine's CPUs used by processes other than the benchmark's, per scenario. */
-    otherLoad: Record<string, number>;
-    notes: string[];
-  };
-  graceful: GracefulResult[];
-  coldStart: ColdStartResult[];
-  scale: { baseline?: { seconds: number; proposals: number; grpcReceived: number }; runs: ScaleRun[] };
-  /** NATS KV idle load (its own table: NATS messages, not etcd requests); results from before it was measured lack it. */
-  natsIdle: NatsIdleRun[];
-  crash: CrashResult[];
-  partition: PartitionResult[];
-  targets: TargetLine[];
-}
-
-export interface TargetLine {
-  pass: boolean;
-  text: string;
-}
-
 const label = (id: string) => subjectInfo(id as SubjectId).label;
-/** This library on etcd: the subjects the ratios compare with the peers (none of which runs on NATS). */
-const ours = SUBJECTS.filter((s) => s.ours && s.api !== "nats");
-const peers = SUBJECTS.filter((s) => !s.ours);
 const dist = (s: Summary, digits = 1): Cell[] => [s.n, num(s.min, digits), num(s.median, digits), num(s.p90, digits), num(s.max, digits)];
+const inSeconds = (s: Summary): Summary => ({
+  n: s.n, min: s.min / 1000, median: s.median / 1000, p90: s.p90 / 1000, max: s.max / 1000, mean: s.mean / 1000,
+});
 const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? "—" : `${v.toFixed(0)} ms`);
-const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : NaN);
-
-/** The headline idle figure: what etcd receives per member per second. */
-export function idleRate(run: ScaleRun | undefined): number | undefined {
-  return run?.idle ? perMemberPerSecond(run.idle, run.idle.requests) : undefined;
-}
-
-/**
- * What etcd receives per renewal (every request in the window ÷ the
- * renewals in it): a figure that does not depend on whether the member
- * process could keep its renewal schedule, as the per-second rate does.
- */
-export function requestsPerRenewal(run: ScaleRun | undefined): number | undefined {
-  return run?.idle && run.idle.renewals > 0 ? run.idle.requests / run.idle.renewals : undefined;
-}
-
-/** Follower learn delays (from the stop call) of every change after the cold starts. */
-export function learnDelays(result: ColdStartResult | undefined): { fromStop: number[]; fromElected: number[]; unaware: number; changes: number } {
-  const changes = result?.changes ?? [];
-  return {
-    fromStop: changes.flatMap((c) => c.learnFromStopMs),
-    fromElected: changes.flatMap((c) => c.learnFromElectedMs),
-    unaware: changes.reduce((a, c) => a + c.unaware, 0),
-    changes: changes.length,
-  };
-}
-
-export function scaleNs(results: BenchResults): number[] {
-  return [...new Set(results.scale.runs.map((r) => r.n))].sort((a, b) => a - b);
-}
 
 function perMember(load: Load, value: number): string {
   return (value / load.n / load.seconds).toFixed(3);
@@ -105,22 +48,15 @@ function changeBreakdown(load: Load): string {
   return parts.join(", ");
 }
 
-function ratio(a: number | undefined, b: number | undefined): string {
-  if (a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0) return "—";
-  return `${(a / b).toFixed(2)}×`;
-}
-
 function header(results: BenchResults): string[] {
   const p = results.meta.params;
-  const m = results.meta.machine;
   return [
-    `etcd-leader benchmark (${p.quick ? "--quick" : "full run"}), ${results.meta.startedAt}`,
-    `machine: ${m.nproc} × ${m.cpu}, ${m.memoryGiB} GiB, ${m.os}; Node ${m.node}; etcd ${m.etcd} (one throwaway server, v2 API on)`,
+    `etcd-leader benchmark (${runDescription(results)}), ${results.meta.startedAt}`,
+    machineLine(results),
     `TTL ${p.ttl} s for failovers, cold start, follower learn delays and the partition; ${p.scale.ttl} s for idle load, leader change`,
     `cost and memory (at ${p.ttl} s a thousand members would renew 1000 times a second: more than one process here can send).`,
     "Times come from the member processes' clocks (performance.timeOrigin + performance.now()).",
-    `CPU taken by other processes on this machine (% of its ${m.nproc} CPUs): ` +
-      (Object.entries(results.meta.otherLoad).map(([k, v]) => `${k} ${v}%`).join(", ") || "not measured"),
+    otherLoadLine(results),
     ...results.meta.notes.map((n) => `note: ${n}`),
     "",
   ];
@@ -132,7 +68,7 @@ function graceful(results: BenchResults): string[] {
     "1. Graceful failover: the leader calls stop() / resign(); ms until the next `elected` (3 members in one process)",
     table(
       ["subject", "n", "min", "median", "p90", "max", "followers naming a non-leader", "failed"],
-      results.graceful.map((r) => [label(r.subject), ...dist(summarize(r.failoverMs)), r.wrongLeaderNamed, r.failures.length]),
+      results.graceful.map((r) => [label(r.subject), ...dist(gracefulFailover(results, r.subject)), r.wrongLeaderNamed, r.failures.length]),
     ),
     "   followers naming a non-leader: how many followers named another member than the leader just before the stops",
     "",
@@ -147,7 +83,7 @@ function crash(results: BenchResults): string[] {
     table(
       ["subject", "n", "min", "median", "p90", "max", "median/TTL", "max/TTL", "failed"],
       results.crash.map((r) => {
-        const s = summarize(r.failoverMs.map((v) => v / 1000));
+        const s = inSeconds(crashFailover(results, r.subject));
         return [label(r.subject), ...dist(s, 2), num(s.median / ttl, 2), num(s.max / ttl, 2), r.failures.length];
       }),
     ),
@@ -160,8 +96,9 @@ function crash(results: BenchResults): string[] {
       results.crash
         .filter((r) => r.reactionMs?.length)
         .map((r) => {
-          const gone = summarize(r.keyGoneMs.map((v) => v / 1000));
-          return [label(r.subject), r.reactionMs.length, num(gone.median, 2), num(gone.max, 2), ...dist(summarize(r.reactionMs), 1).slice(1)];
+          const gone = inSeconds(crashKeyGone(results, r.subject));
+          const reaction = crashReaction(results, r.subject);
+          return [label(r.subject), reaction.n, num(gone.median, 2), num(gone.max, 2), ...dist(reaction, 1).slice(1)];
         }),
     ),
     "",
@@ -234,9 +171,9 @@ function changeCost(results: BenchResults): string[] {
       }
       rows.push([
         n, label(r.subject),
-        num(mean(r.changes.map((x) => x.load.requests)), 0),
+        num(changeRequests(r), 0),
         num(mean(r.changes.map((x) => x.excessRequests)), 0),
-        num(mean(r.changes.map((x) => x.load.listings)), 0),
+        num(changeListings(r), 0),
         num(mean(r.changes.map((x) => x.excessListings)), 0),
         r.changes.reduce((a, x) => a + x.unaware, 0),
         changeBreakdown(c.load),
@@ -279,7 +216,7 @@ function coldStart(results: BenchResults): string[] {
     table(
       ["subject", "n", "min", "median", "p90", "max", "first elected, median", "one leads + all follow someone, median", "failed"],
       results.coldStart.map((r) => [
-        label(r.subject), ...dist(summarize(r.settleMs), 0), num(summarize(r.firstElectedMs).median, 0), num(summarize(r.readyMs).median, 0),
+        label(r.subject), ...dist(coldStartSettle(results, r.subject), 0), num(summarize(r.firstElectedMs).median, 0), num(summarize(r.readyMs).median, 0),
         r.failures.length,
       ]),
     ),
@@ -290,8 +227,7 @@ function coldStart(results: BenchResults): string[] {
 function memory(results: BenchResults): string[] {
   const runs = results.scale.runs;
   if (!runs.length) return [];
-  const ns = scaleNs(results);
-  const n = ns[ns.length - 1]!;
+  const n = largestN(results)!;
   return [
     `7. Memory and sockets per member, N = ${n} in one process, TTL ${results.meta.params.scale.ttl} s (after GC, settled; minus the`,
     "   same process before any member)",
@@ -317,52 +253,34 @@ function partition(results: BenchResults): string[] {
     table(
       ["subject", "trials", "step-down, median", "max", "successor, median", "margin, min", "median", "rejoined", "failed"],
       results.partition.map((r) => {
-        const down = summarize(r.trials.map((t) => t.stepDownMs ?? NaN));
-        const succ = summarize(r.trials.map((t) => t.successorMs ?? NaN));
-        const margin = summarize(r.trials.map((t) => t.marginMs ?? NaN));
-        const never = r.trials.filter((t) => t.stepDownMs === undefined).length;
-        const rejoined = r.trials.filter((t) => t.rejoinMs !== undefined).length;
+        const p = partitionFigures(results, r.subject);
         return [
-          label(r.subject), r.trials.length,
-          never ? `${ms(down.median)} (${never}× never)` : ms(down.median), ms(down.max), ms(succ.median),
-          ms(margin.min), ms(margin.median), `${rejoined}/${r.trials.length}`, r.failures.length,
+          label(r.subject), p.trials,
+          p.neverSteppedDown ? `${ms(p.stepDown.median)} (${p.neverSteppedDown}× never)` : ms(p.stepDown.median), ms(p.stepDown.max),
+          ms(p.successor.median), ms(p.margin.min), ms(p.margin.median), `${p.rejoin.n}/${p.trials}`, r.failures.length,
         ];
       }),
     ),
   ];
   for (const r of results.partition) {
-    const problems = [...new Set(r.trials.map((t) => t.rejoinProblem).filter(Boolean))];
+    const problems = partitionFigures(results, r.subject).problems;
     if (problems.length) out.push(`   ${label(r.subject)} did not rejoin: ${problems.join("; ")}`);
   }
   out.push("");
   return out;
 }
 
-function safetyOf(results: BenchResults, id: string): Array<{ trials: number; instants: number; longestMs: number }> {
-  const lists: Array<Array<{ subject: string; safety: SafetySummary }>> = [
-    results.graceful, results.crash, results.coldStart, results.scale.runs, results.partition,
-  ];
-  return lists.map((list) => {
-    const found = list.filter((r) => r.subject === id);
-    return {
-      trials: found.reduce((a, r) => a + r.safety.trials, 0),
-      instants: found.reduce((a, r) => a + r.safety.instants, 0),
-      longestMs: Math.max(0, ...found.map((r) => r.safety.longestMs)),
-    };
-  });
-}
-
 function safety(results: BenchResults): string[] {
   const rows = SUBJECTS.map((s) => {
-    const parts = safetyOf(results, s.id);
-    const total = parts.reduce((a, x) => a + x.instants, 0);
-    const trials = parts.reduce((a, x) => a + x.trials, 0);
-    return [s.label, ...parts.map((x) => (x.trials ? String(x.instants) : "—")), total, trials, num(Math.max(0, ...parts.map((x) => x.longestMs)), 0)];
+    const total = safetyTotal(results, s.id);
+    const parts = safetyByScenario(results, s.id).map((x) => (x.trials ? String(x.instants) : "—"));
+    return [s.label, ...parts, total.instants, total.trials, num(total.longestMs, 0)];
   });
   return [
     "9. Safety: stretches of time during which two members believed they led (each member's isLeader() sampled every",
-    "   5 ms, 20 ms at N = 1000, plus its elected/unelected events; a SIGKILLed member stops believing at the kill)",
-    table(["subject", "graceful", "crash", "cold start", "scale", "partition", "total", "trials", "longest ms"], rows),
+    "   5 ms, 20 ms at N = 1000, plus its elected/unelected events; a SIGKILLed member stops believing at the kill;",
+    "   scale includes the NATS KV idle runs)",
+    table(["subject", ...safetyByScenario(results, "ours-v2").map((x) => x.scenario), "total", "trials", "longest ms"], rows),
     "",
   ];
 }
@@ -396,40 +314,12 @@ function failures(results: BenchResults): string[] {
 }
 
 function ratios(results: BenchResults): string[] {
-  const rows: Cell[][] = [];
-  const metric = (name: string, value: (id: SubjectId) => number | undefined, sameApiOnly = false) => {
-    const cells: Cell[] = [name];
-    for (const o of ours) for (const q of peers) cells.push(sameApiOnly && o.api !== q.api ? "·" : ratio(value(o.id), value(q.id)));
-    if (cells.slice(1).some((c) => c !== "—" && c !== "·")) rows.push(cells);
-  };
-  const byId = <T extends { subject: string }>(list: T[], id: string) => list.find((r) => r.subject === id);
-  const ns = scaleNs(results);
-  const run = (id: string, n: number) => results.scale.runs.find((r) => r.subject === id && r.n === n);
-  metric("graceful failover, median", (id) => summarize(byId(results.graceful, id)?.failoverMs ?? []).median);
-  metric("crash failover, median", (id) => summarize(byId(results.crash, id)?.failoverMs ?? []).median);
-  metric("crash failover, max", (id) => summarize(byId(results.crash, id)?.failoverMs ?? []).max);
-  for (const n of ns) metric(`idle requests per member, N=${n}`, (id) => idleRate(run(id, n)), true);
-  for (const n of ns.filter((x) => x >= 100)) {
-    metric(`leader change requests, N=${n}`, (id) => {
-      const r = run(id, n);
-      return r?.changes.length ? mean(r.changes.map((c) => c.load.requests)) : undefined;
-    }, true);
-  }
-  metric(`follower learns leader, median, N=${results.meta.params.coldStart.n}`, (id) => summarize(learnDelays(byId(results.coldStart, id)).fromStop).median);
-  metric(`follower learns leader, max, N=${results.meta.params.coldStart.n}`, (id) => summarize(learnDelays(byId(results.coldStart, id)).fromStop).max);
-  metric(`cold start, median, N=${results.meta.params.coldStart.n}`, (id) => summarize(byId(results.coldStart, id)?.settleMs ?? []).median);
-  if (ns.length) {
-    const n = ns[ns.length - 1]!;
-    metric(`RSS per member, N=${n}`, (id) => run(id, n)?.memory?.rssPerMemberKiB);
-    metric(`heap per member, N=${n}`, (id) => run(id, n)?.memory?.heapPerMemberKiB);
-  }
-  metric("partition step-down, median", (id) => summarize((byId(results.partition, id)?.trials ?? []).map((t) => t.stepDownMs ?? NaN)).median);
+  const { headers, rows } = ratioTable(results);
   if (!rows.length) return [];
-  const short = (id: string) => (id === "ours-v2" ? "v2" : "v3");
   return [
     "Ratio of this library to each peer (ours ÷ peer; below 1 is better on every row; · different APIs, not compared;",
     "— no figure for one side)",
-    table(["metric", ...ours.flatMap((o) => peers.map((q) => `${short(o.id)} ÷ ${q.label}`))], rows),
+    table(headers, rows),
     "",
   ];
 }

@@ -31,7 +31,9 @@ import { CountingProxy } from "../test/kit/counting-proxy";
 import { compileMembers, removeCompiled } from "./compile";
 import { killAllHosts, useCompiledMembers, type Host } from "./host";
 import { MachineLoad } from "./machine-load";
-import { render, type BenchResults } from "./report";
+import { targetCounts } from "./figures";
+import { render } from "./report";
+import { SCENARIOS, type BenchResults, type Scenario } from "./results";
 import { runColdStart } from "./scenarios/cold-start";
 import { prepareCrash, runCrash } from "./scenarios/crash";
 import { runGraceful } from "./scenarios/graceful";
@@ -42,9 +44,6 @@ import { SUBJECTS } from "./subjects/info";
 import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
 import { checkTargets } from "./targets";
 import { errorMessage, now, sleep } from "./util";
-
-const SCENARIOS = ["graceful", "cold", "scale", "crash", "partition"] as const;
-type Scenario = (typeof SCENARIOS)[number];
 
 function parseArgs(argv: string[]): { quick: boolean; only: Set<Scenario>; subjects: Set<string> } {
   let quick = false;
@@ -163,6 +162,8 @@ async function main(): Promise<void> {
     meta: {
       startedAt: new Date().toISOString(),
       quick: args.quick,
+      scenarios: SCENARIOS.filter((s) => args.only.has(s)),
+      subjects: subjects.map((s) => s.id),
       machine: machine(),
       params,
       otherLoad: {},
@@ -270,9 +271,9 @@ async function main(): Promise<void> {
   writeAtomically(join(outDir, "latest.json"), JSON.stringify(results, roundFigures, 1) + "\n");
   writeAtomically(join(outDir, "failover.svg"), failoverChart(results));
   process.stdout.write(render(results) + "\n");
-  const misses = results.targets.filter((t) => !t.pass).length;
+  const { pass, miss } = targetCounts(results);
   process.stdout.write(
-    `\n${results.targets.length - misses} PASS, ${misses} MISS; run took ${results.meta.durationS} s; ` +
+    `\n${pass} PASS, ${miss} MISS; run took ${results.meta.durationS} s; ` +
       `raw figures in bench/results/latest.json, chart in bench/results/failover.svg\n`,
   );
 }

@@ -1,7 +1,11 @@
 // The targets, checked against the figures as measured. A subject whose
 // trials failed, or that has no figure, misses.
-import { idleRate, learnDelays, requestsPerRenewal, type BenchResults, type TargetLine } from "./report";
-import { summarize } from "./stats";
+import {
+  changeFailover, changeRequestsPerFollower, coldStartOf, coldStartSettle, crashFailover, crashReaction, gracefulFailover, idleRate,
+  learnDelays, requestsPerRenewal, safetyTotal, scaleNs, scaleRun, subjectsRun,
+} from "./figures";
+import type { BenchResults, TargetLine } from "./results";
+import { summarize, type Summary } from "./stats";
 import { SUBJECTS, subjectInfo } from "./subjects/info";
 import type { SubjectId } from "./subjects/types";
 
@@ -15,18 +19,16 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   const ttl = results.meta.params.ttl;
   const ttlMs = ttl * 1000;
   // Subjects left out with --subjects get no target lines.
-  const ran = new Set(
-    [...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs].map((r) => r.subject),
-  );
+  const ran = subjectsRun(results);
   const ours = SUBJECTS.filter((s) => s.ours && ran.has(s.id));
   const peers = SUBJECTS.filter((s) => !s.ours);
   /** The leader-change listings and the partition are measured on etcd only. */
   const oursOnEtcd = ours.filter((s) => s.api !== "nats");
   const add = (pass: boolean, text: string) => lines.push({ pass, text });
   /** The peer with the lowest median of `figures`, among those that have any. */
-  const bestPeerBy = (figures: (id: SubjectId) => number[]) =>
+  const bestPeerBy = (figures: (id: SubjectId) => Summary) =>
     peers
-      .map((q) => ({ q, s: summarize(figures(q.id)) }))
+      .map((q) => ({ q, s: figures(q.id) }))
       .filter(({ s }) => s.n > 0)
       .sort((a, b) => a.s.median - b.s.median)[0];
   const failed = (list: Array<{ subject: string; failures: unknown[] }>, id: string) =>
@@ -35,8 +37,8 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   // 1. Graceful failover.
   if (results.graceful.length) {
     for (const o of ours) {
-      const mine = summarize(results.graceful.find((r) => r.subject === o.id)?.failoverMs ?? []);
-      const others = peers.map((q) => ({ q, s: summarize(results.graceful.find((r) => r.subject === q.id)?.failoverMs ?? []) }));
+      const mine = gracefulFailover(results, o.id);
+      const others = peers.map((q) => ({ q, s: gracefulFailover(results, q.id) }));
       const slower = others.filter(({ s }) => Number.isFinite(s.median) && !(mine.median <= s.median));
       const bad = failed(results.graceful, o.id);
       add(
@@ -50,7 +52,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   // 2. Crash failover.
   if (results.crash.length) {
     for (const o of ours) {
-      const s = summarize(results.crash.find((r) => r.subject === o.id)?.failoverMs ?? []);
+      const s = crashFailover(results, o.id);
       const bad = failed(results.crash, o.id);
       if (o.api === "v2") {
         const medianLimit = 0.75 * ttlMs + 500;
@@ -69,10 +71,9 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   // after etcd removed the crashed leader's key, over at least 40 trials, no
   // more than the best peer adds (etcd subjects; NATS 2.9 announces no expiry).
   if (results.crash.length) {
-    const reactions = (id: string) => results.crash.find((r) => r.subject === id)?.reactionMs ?? [];
-    const bestPeer = bestPeerBy(reactions);
+    const bestPeer = bestPeerBy((id) => crashReaction(results, id));
     for (const o of oursOnEtcd) {
-      const mine = summarize(reactions(o.id));
+      const mine = crashReaction(results, o.id);
       const needN = results.meta.quick ? 1 : 40;
       add(bestPeer !== undefined && mine.n >= needN && mine.median <= bestPeer.s.median,
         `crash failover, ${o.label}: after etcd removed the crashed leader's key, elected within a median ${f(mine.median)} ms, ` +
@@ -85,10 +86,9 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   // the same at each subject's own renewal schedule (requests per renewal ×
   // renewals per second), which holds even when a peer's process cannot keep
   // its schedule.
-  const runs = results.scale.runs;
-  const ns = [...new Set(runs.map((r) => r.n))].sort((a, b) => a - b);
+  const ns = scaleNs(results);
   const scaleTtl = results.meta.params.scale.ttl;
-  const runOf = (id: SubjectId, n: number) => runs.find((x) => x.subject === id && x.n === n);
+  const runOf = (id: SubjectId, n: number) => scaleRun(results, id, n);
   const rate = (id: SubjectId, n: number) => idleRate(runOf(id, n)) ?? NaN;
   const perRenewal = (id: SubjectId, n: number) => requestsPerRenewal(runOf(id, n)) ?? NaN;
   const atSchedule = (id: SubjectId, n: number) => (perRenewal(id, n) * subjectInfo(id).renewalsPerTtl) / scaleTtl;
@@ -124,7 +124,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   if (bigN !== undefined) {
     const quickNote = bigN < 1000 ? ` (N=1000 not run${results.meta.quick ? " in --quick" : ""}; checked at N=${bigN})` : "";
     for (const o of oursOnEtcd) {
-      const run = runs.find((x) => x.subject === o.id && x.n === bigN);
+      const run = runOf(o.id, bigN);
       const listings = run && run.changes.length ? Math.max(...run.changes.map((c) => c.load.listings)) : NaN;
       add(listings <= 5,
         `leader change, ${o.label}, N=${bigN}: at most ${f(listings, 0)} listings in the ${results.meta.params.scale.changeWindowS} s after a change (target ≤ 5, a handful)${quickNote}`);
@@ -135,7 +135,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   if (results.coldStart.length) {
     const n = results.meta.params.coldStart.n;
     for (const o of ours) {
-      const d = learnDelays(results.coldStart.find((r) => r.subject === o.id));
+      const d = learnDelays(coldStartOf(results, o.id));
       const s = summarize(d.fromStop);
       add(s.n > 0 && s.max <= 250 && d.unaware === 0,
         `leader known by every follower, ${o.label}, N=${n}: max ${f(s.max, 0)} ms after the stop call over ${s.n} follower-changes ` +
@@ -149,14 +149,13 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   // most one request per follower per change beyond the idle background.
   if (results.coldStart.length) {
     const n = results.meta.params.coldStart.n;
-    const failovers = (id: string) => (results.coldStart.find((r) => r.subject === id)?.changes ?? []).map((c) => c.failoverMs);
-    const bestPeer = bestPeerBy(failovers);
+    const bestPeer = bestPeerBy((id) => changeFailover(results, id));
     for (const o of ours) {
-      const mine = summarize(failovers(o.id));
+      const mine = changeFailover(results, o.id);
       add(bestPeer !== undefined && mine.n > 0 && mine.median <= bestPeer.s.median,
         `leader change, ${o.label}, N=${n}: stop → next elected median ${f(mine.median)} ms, max ${f(mine.max)} ms, n ${mine.n} ` +
           `(target ≤ the best peer's median: ${bestPeer ? `${bestPeer.q.label} ${f(bestPeer.s.median)} ms` : "n/a"})`);
-      const d = learnDelays(results.coldStart.find((r) => r.subject === o.id));
+      const d = learnDelays(coldStartOf(results, o.id));
       const s = summarize(d.fromStop);
       add(s.n > 0 && s.max <= 100 && d.unaware === 0,
         `every follower told, ${o.label}, N=${n}: median ${f(s.median, 0)} ms, max ${f(s.max, 0)} ms after the stop call (target ≤ 100 ms)`);
@@ -165,7 +164,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   for (const o of oursOnEtcd) {
     const run = runOf(o.id, 100);
     if (!run?.changes.length) continue;
-    const perFollower = run.changes.map((c) => c.excessRequests / (run.n - 1));
+    const perFollower = changeRequestsPerFollower(run);
     const worst = Math.max(...perFollower);
     add(worst <= 1,
       `leader change requests, ${o.label}, N=100: at most ${f(worst, 2)} requests per follower per change beyond the idle background ` +
@@ -175,10 +174,9 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   // 5c. Cold start at N = 100, until every member follows: at or below the fastest peer.
   if (results.coldStart.length) {
     const n = results.meta.params.coldStart.n;
-    const settles = (id: string) => results.coldStart.find((r) => r.subject === id)?.settleMs ?? [];
-    const fastest = bestPeerBy(settles);
+    const fastest = bestPeerBy((id) => coldStartSettle(results, id));
     for (const o of oursOnEtcd) {
-      const mine = summarize(settles(o.id));
+      const mine = coldStartSettle(results, o.id);
       add(fastest !== undefined && mine.n > 0 && mine.median <= fastest.s.median,
         `cold start, ${o.label}, N=${n}: every member following after a median ${f(mine.median, 0)} ms (n ${mine.n}; ` +
           `target ≤ the fastest peer: ${fastest ? `${fastest.q.label} ${f(fastest.s.median, 0)} ms` : "n/a"})`);
@@ -216,18 +214,8 @@ export function checkTargets(results: BenchResults): TargetLine[] {
 
   // 6. Safety: zero instants with two leaders, every scenario.
   for (const o of ours) {
-    const lists = [results.graceful, results.crash, results.coldStart, results.partition, runs, results.natsIdle ?? []] as Array<Array<{ subject: string; safety: { instants: number; longestMs: number; trials: number } }>>;
-    let instants = 0;
-    let longest = 0;
-    let trials = 0;
-    for (const list of lists) {
-      for (const r of list.filter((x) => x.subject === o.id)) {
-        instants += r.safety.instants;
-        longest = Math.max(longest, r.safety.longestMs);
-        trials += r.safety.trials;
-      }
-    }
-    add(instants === 0 && trials > 0, `safety, ${o.label}: ${instants} instants with two leaders over ${trials} trials (longest ${f(longest, 0)} ms; target 0)`);
+    const { instants, trials, longestMs } = safetyTotal(results, o.id);
+    add(instants === 0 && trials > 0, `safety, ${o.label}: ${instants} instants with two leaders over ${trials} trials (longest ${f(longestMs, 0)} ms; target 0)`);
   }
 
   // 7. Partition.
