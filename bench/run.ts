@@ -7,8 +7,11 @@
 // Scenarios (see bench/scenarios/): graceful failover, crash failover, idle
 // load, the cost of a leader change, how fast followers learn the new leader,
 // cold start, memory and sockets per member, step-down under a partition, and
-// two-leader instants in all of them. Prints tables and PASS/MISS per target;
-// writes bench/results/latest.json and bench/results/failover.svg.
+// two-leader instants in all of them. Prints tables and PASS/MISS per target.
+// A full run writes bench/results/latest.json, bench/results/failover.svg and
+// its report in bench/README.md, below the README's hand-written part; a
+// partial run (any option below) writes bench/results/quick.json, quick.svg
+// and quick.md instead, and leaves the full run's files as they are.
 //
 // Options:
 //   --quick                 fewer trials and N up to 100 (under 3 minutes)
@@ -19,9 +22,9 @@
 // far longer than planned. Member processes and etcd are gone afterwards
 // however the run ends.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { availableParallelism, release, totalmem, type } from "node:os";
-import { join } from "node:path";
+import { dirname, relative } from "node:path";
 import { Etcd3 } from "etcd3";
 import { etcdBinary, startEtcd, type EtcdCluster } from "../test/kit/etcd-server";
 import { startNats, type NatsServer } from "../test/kit/nats-server";
@@ -33,7 +36,7 @@ import { killAllHosts, useCompiledMembers, type Host } from "./host";
 import { MachineLoad } from "./machine-load";
 import { targetCounts } from "./figures";
 import { render } from "./report";
-import { SCENARIOS, type BenchResults, type Scenario } from "./results";
+import { isFullRun, SCENARIOS, type BenchResults, type Scenario } from "./results";
 import { runColdStart } from "./scenarios/cold-start";
 import { prepareCrash, runCrash } from "./scenarios/crash";
 import { runGraceful } from "./scenarios/graceful";
@@ -44,6 +47,7 @@ import { SUBJECTS } from "./subjects/info";
 import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
 import { checkTargets } from "./targets";
 import { errorMessage, now, sleep } from "./util";
+import { outputsFor, writeAtomically, writeReport } from "./write-report";
 
 function parseArgs(argv: string[]): { quick: boolean; only: Set<Scenario>; subjects: Set<string> } {
   let quick = false;
@@ -266,26 +270,37 @@ async function main(): Promise<void> {
 
   results.meta.durationS = Math.round((now() - startedAt) / 100) / 10;
   results.targets = checkTargets(results);
-  const outDir = join(__dirname, "results");
-  mkdirSync(outDir, { recursive: true });
-  writeAtomically(join(outDir, "latest.json"), JSON.stringify(results, roundFigures, 1) + "\n");
-  writeAtomically(join(outDir, "failover.svg"), failoverChart(results));
-  process.stdout.write(render(results) + "\n");
-  const { pass, miss } = targetCounts(results);
+  const json = JSON.stringify(results, roundFigures, 1) + "\n";
+  // Everything shown from here on is read from the figures as saved, so that
+  // bench/write-report.ts on the saved file writes the same report again.
+  const saved = JSON.parse(json) as BenchResults;
+  const outputs = outputsFor(saved);
+  mkdirSync(dirname(outputs.results), { recursive: true });
+  writeAtomically(outputs.results, json);
+  writeAtomically(outputs.chart, failoverChart(saved));
+  process.stdout.write(render(saved) + "\n");
+  const { pass, miss } = targetCounts(saved);
+  const shown = (path: string) => relative(process.cwd(), path);
   process.stdout.write(
-    `\n${pass} PASS, ${miss} MISS; run took ${results.meta.durationS} s; ` +
-      `raw figures in bench/results/latest.json, chart in bench/results/failover.svg\n`,
+    `\n${pass} PASS, ${miss} MISS; run took ${saved.meta.durationS} s; ` +
+      `raw figures in ${shown(outputs.results)}, chart in ${shown(outputs.chart)}\n`,
+  );
+  let report: string;
+  try {
+    report = shown(writeReport(saved));
+  } catch (err) {
+    throw new Error(`the results are saved, but the report was not written: ${errorMessage(err)}`);
+  }
+  process.stdout.write(
+    isFullRun(saved)
+      ? `report in ${report}\n`
+      : `a partial run: its report is in ${report}; bench/README.md keeps the last full run's\n`,
   );
 }
 
 /** Hundredths of a millisecond (or of whatever unit) are noise: keep the JSON readable. */
 function roundFigures(_key: string, value: unknown): unknown {
   return typeof value === "number" && !Number.isInteger(value) ? Math.round(value * 100) / 100 : value;
-}
-
-function writeAtomically(path: string, text: string): void {
-  writeFileSync(`${path}.tmp`, text);
-  renameSync(`${path}.tmp`, path);
 }
 
 main().then(
