@@ -6,6 +6,7 @@ import { resolveV2Options } from "./etcd-v2/options";
 import { EtcdV2Backend } from "./etcd-v2/recipe";
 import { EtcdV3Backend } from "./etcd-v3/recipe";
 import { isEtcd3Client } from "./etcd-v3/etcd3/client";
+import { etcd3Port } from "./etcd-v3/etcd3/port";
 import { isNodeEtcdClient } from "./etcd-v2/node-etcd/client";
 
 /**
@@ -28,7 +29,7 @@ export function backendFor(
   }
   // Its old place among the timing options is still checked, as it always was.
   resolveV2Options(given);
-  if (isEtcd3Client(client)) return new EtcdV3Backend(client, key, name, resolved.ttlSeconds);
+  if (isEtcd3Client(client)) return new EtcdV3Backend(etcd3Port(client), key, name, resolved.ttlSeconds);
   throw new TypeError(
     "etcd client not recognised: pass an etcd3 client (new Etcd3({ hosts })) for etcd's v3 API, " +
       "or a node-etcd client (new Etcd(hosts)) for its v2 API",

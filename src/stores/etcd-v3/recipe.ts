@@ -1,6 +1,7 @@
 // etcd's own election recipe (client/v3/concurrency/election.go) on the v3 API,
-// through the etcd3 client, so that our members, `etcdctl elect` and Go
-// programs using concurrency.Election share one election.
+// so that our members, `etcdctl elect` and Go programs using
+// concurrency.Election share one election. It sees etcd through port.ts only;
+// etcd3/ implements that on the etcd3 client.
 //
 //   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
 //                                       Then Put(that key, name, lease) and the
@@ -59,29 +60,27 @@
 // limit.) It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
-import type { IKeyValue, IRangeResponse } from "etcd3";
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../contract/backend";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { MembershipLostError } from "../../contract/errors";
 import { log } from "../../util/log";
-import { Etcd3Advisor } from "./etcd3/advice";
-import {
-  etcd3Call,
-  isCancelledByEtcd,
-  isLeaseNotFound,
-  withGrpcStatus,
-  Watches,
-  type Etcd3Client,
-} from "./etcd3/client";
-import { keepAliveStreamOf, type SharedKeepAliveStream } from "./etcd3/keepalive-stream";
 import { OlderMembers, type ListedMember } from "./line";
+import {
+  LeaseNotFoundError,
+  WatchCancelledError,
+  type CampaignAnswer,
+  type EtcdV3Port,
+  type KeyValue,
+  type RangeAnswer,
+  type RangeRequest,
+} from "./port";
 
 export interface V3Membership extends Membership {
   /** The member key, `<key>/<lease id in lowercase hex>`. */
   readonly id: string;
   /** The member key's create revision. */
   readonly token: number;
-  /** The lease the key is attached to, as etcd3 gives it: an int64 in decimal. */
+  /** The lease the key is attached to: etcd's int64 in decimal. */
   readonly leaseId: string;
   /** A revision at which the key was known to exist; watches of it start after it. */
   knownAliveAt: number;
@@ -91,14 +90,8 @@ export interface V3Membership extends Membership {
 
 /** Both ends of the line up to a member's key, oldest first and newest first, at one revision. */
 interface LineEnds {
-  oldest: IRangeResponse;
-  newest: IRangeResponse;
-  /**
-   * What keys in these reads start with before the election key: an etcd3
-   * namespace's prefix, which etcd3 takes off the keys of a plain read but
-   * not off those a transaction read.
-   */
-  namespace: string;
+  oldest: RangeAnswer;
+  newest: RangeAnswer;
 }
 
 interface Member {
@@ -132,11 +125,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   readonly description: string;
   /** `<key>/`, which every member key starts with. */
   private readonly prefix: string;
-  private readonly advisor: Etcd3Advisor;
-  private readonly keepAlive: SharedKeepAliveStream;
 
   constructor(
-    private readonly client: Etcd3Client,
+    private readonly port: EtcdV3Port,
     key: string,
     private readonly name: string,
     private readonly ttlSeconds: number,
@@ -145,13 +136,6 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   ) {
     this.prefix = `${key}/`;
     this.description = `etcd v3 ${key}`;
-    this.advisor = new Etcd3Advisor(client);
-    this.keepAlive = keepAliveStreamOf(client);
-  }
-
-  /** One unary etcd3 call, bounded by `signal`; its outcome also tells the advisor how the client fares. */
-  private call<T>(operation: string, pending: Promise<T>, signal: AbortSignal): Promise<T> {
-    return this.advisor.follow(etcd3Call(operation, pending, signal));
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
@@ -160,51 +144,37 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     // line until its TTL ran out: give it up as soon as it exists.
     campaign.then(
       ({ membership }) => {
-        if (signal.aborted) this.revokeInBackground(membership.leaseId);
+        if (signal.aborted) this.port.abandonLease(membership.leaseId);
       },
       () => undefined,
     );
-    return this.call("join", campaign, signal);
+    return this.port.awaitAnswer("join", campaign, signal);
   }
 
   private async campaign(): Promise<Claim<V3Membership>> {
     // The lease's time to live runs from when etcd grants it.
     const sentAt = performance.now();
     // No automatic keep-alive: the state machine renews, on its own schedule.
-    const lease = await this.client.leaseClient.leaseGrant({ TTL: this.ttlSeconds });
-    if (Number(lease.TTL) !== this.ttlSeconds) {
-      log.v3("asked for a %d s lease, etcd granted %s s", this.ttlSeconds, lease.TTL);
+    const lease = await this.port.grantLease(this.ttlSeconds);
+    if (lease.ttlSeconds !== this.ttlSeconds) {
+      log.v3("asked for a %d s lease, etcd granted %s s", this.ttlSeconds, lease.ttlSeconds);
     }
-    const key = this.prefix + leaseHex(lease.ID);
-    // At the default refresh interval (half the TTL) the first renewal comes a
-    // quarter of the TTL after the grant at the soonest (src/election/renewal.ts); one that
-    // comes sooner opens the stream itself.
-    this.keepAlive.retain(lease.ID, (Number(lease.TTL) * 1000) / 8);
+    const key = this.prefix + leaseHex(lease.id);
     try {
       // The same transaction reads both ends of the line, at the revision of
       // our put (a transaction's reads see its own writes): our key is the
       // newest there, so neither read needs our create revision to stop at it,
       // and the first wait needs no read of its own.
-      const txn = await this.client
-        .if(key, "Create", "==", 0)
-        .then(
-          this.client.put(key).value(this.name).lease(lease.ID),
-          this.lineEnd("Ascend", LINE_END_MEMBERS + 1),
-          this.lineEnd("Descend", LINE_END_MEMBERS + 1),
-        )
-        .else(this.client.get(key))
-        .commit();
-      const revision = Number(txn.header.revision);
+      const reads = [this.lineEnd("ascend", LINE_END_MEMBERS + 1), this.lineEnd("descend", LINE_END_MEMBERS + 1)];
+      const txn = await this.port.campaign({ key, value: this.name, leaseId: lease.id, reads });
+      const revision = txn.revision;
       // A fresh lease has no key yet, so the put succeeds; etcd's recipe
       // still reads the key back otherwise, and so do we.
-      const existing = txn.succeeded ? undefined : txn.responses[0]?.response_range?.kvs[0];
-      const token = existing ? Number(existing.create_revision) : revision;
-      const [, oldest, newest] = txn.responses.map((r) => r.response_range);
-      const lineAtJoin = txn.succeeded && oldest && newest ? lineEnds(key, oldest, newest) : undefined;
-      const membership: V3Membership = { id: key, token, leaseId: lease.ID, knownAliveAt: revision, lineAtJoin };
-      return { membership, token, sentAt, ttlMs: Number(lease.TTL) * 1000 };
+      const token = txn.existing ? txn.existing.createRevision : revision;
+      const membership: V3Membership = { id: key, token, leaseId: lease.id, knownAliveAt: revision, lineAtJoin: lineEnds(key, txn) };
+      return { membership, token, sentAt, ttlMs: lease.ttlSeconds * 1000 };
     } catch (err) {
-      this.revokeInBackground(lease.ID);
+      this.port.abandonLease(lease.id);
       throw err;
     }
   }
@@ -212,10 +182,10 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   async renew(membership: V3Membership, signal: AbortSignal): Promise<void> {
     let ttl: number;
     try {
-      ttl = Number((await this.advisor.follow(this.keepAlive.renew(membership.leaseId, signal))).TTL);
+      ttl = await this.port.keepAlive(membership.leaseId, signal);
     } catch (err) {
-      if (isLeaseNotFound(err)) throw lostLease(membership, err);
-      throw withGrpcStatus(err);
+      if (err instanceof LeaseNotFoundError) throw lostLease(membership, err.cause);
+      throw err;
     }
     if (!(ttl > 0)) throw lostLease(membership);
   }
@@ -251,12 +221,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   /** One read of our own key: throws MembershipLostError if it is gone, else moves knownAliveAt to the read's revision. */
   private async confirmAlive(membership: V3Membership, signal: AbortSignal): Promise<void> {
-    const response = await this.call("read membership", this.client.get(membership.id).exec(), signal);
-    const kv = response.kvs[0];
-    if (!kv || Number(kv.create_revision) !== membership.token) {
+    const answer = await this.port.range({ key: membership.id }, "read membership", signal);
+    const kv = answer.kvs[0];
+    if (!kv || kv.createRevision !== membership.token) {
       throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
     }
-    membership.knownAliveAt = Math.max(membership.knownAliveAt, Number(response.header.revision));
+    membership.knownAliveAt = Math.max(membership.knownAliveAt, answer.revision);
   }
 
   /**
@@ -280,8 +250,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const atJoin = membership.lineAtJoin;
     membership.lineAtJoin = undefined;
     const oldest = atJoin
-      ? this.membersOf(atJoin.oldest, LINE_END_MEMBERS + 1, atJoin.namespace)
-      : await this.listLine(membership, "Ascend", LINE_END_MEMBERS + 1, signal);
+      ? this.membersOf(atJoin.oldest, LINE_END_MEMBERS + 1)
+      : await this.listLine(membership, "ascend", LINE_END_MEMBERS + 1, signal);
     let older = oldest.members;
     let ours = older.at(-1)?.key === membership.id;
     let gapAt: number | undefined;
@@ -291,8 +261,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     } else if (oldest.full) {
       // The line goes on past what was read: read its other end, ours included.
       const newest = atJoin
-        ? this.membersOf(atJoin.newest, LINE_END_MEMBERS + 1, atJoin.namespace)
-        : await this.listLine(membership, "Descend", LINE_END_MEMBERS + 1, signal);
+        ? this.membersOf(atJoin.newest, LINE_END_MEMBERS + 1)
+        : await this.listLine(membership, "descend", LINE_END_MEMBERS + 1, signal);
       ours = newest.members[0]?.key === membership.id;
       const back = newest.members.slice(ours ? 1 : 0).reverse();
       if (older.length > 0 && back.length > 0) {
@@ -304,7 +274,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       } else {
         // An end that held nothing but keys of no member (or whose members
         // all left between the reads): list the whole line instead.
-        const all = await this.listLine(membership, "Ascend", 0, signal);
+        const all = await this.listLine(membership, "ascend", 0, signal);
         older = all.members;
         ours = older.at(-1)?.key === membership.id;
         if (ours) older.pop();
@@ -326,31 +296,33 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
    */
   private async listLine(
     membership: V3Membership,
-    order: "Ascend" | "Descend",
+    order: "ascend" | "descend",
     limit: number,
     signal: AbortSignal,
   ): Promise<{ members: ListedMember[]; revision: number; full: boolean }> {
-    const request = this.lineEnd(order, limit).maxCreateRevision(membership.token);
-    return this.membersOf(await this.call("read place in line", request.exec(), signal), limit);
+    const request = this.lineEnd(order, limit, { max: membership.token });
+    return this.membersOf(await this.port.range(request, "read place in line", signal), limit);
   }
 
   /** A read of the line sorted by create revision, at most `limit` keys (0: all). */
-  private lineEnd(order: "Ascend" | "Descend", limit: number) {
-    return this.client.getAll().prefix(this.prefix).sort("Create", order).limit(limit);
+  private lineEnd(order: "ascend" | "descend", limit: number, createRevisions?: { min?: number; max?: number }): RangeRequest {
+    return {
+      prefix: this.prefix,
+      sortByCreate: order,
+      limit,
+      minCreateRevision: createRevisions?.min,
+      maxCreateRevision: createRevisions?.max,
+    };
   }
 
-  /** The members a read of the line found (keys without `namespace`), and whether it stopped at `limit` keys. */
-  private membersOf(
-    response: IRangeResponse,
-    limit: number,
-    namespace = "",
-  ): { members: ListedMember[]; revision: number; full: boolean } {
+  /** The members a read of the line found, and whether it stopped at `limit` keys. */
+  private membersOf(answer: RangeAnswer, limit: number): { members: ListedMember[]; revision: number; full: boolean } {
     const members: ListedMember[] = [];
-    for (const kv of response.kvs) {
-      const key = kv.key.toString().slice(namespace.length);
-      if (this.isMemberKey(key)) members.push({ key, name: kv.value.toString(), createRevision: Number(kv.create_revision) });
+    for (const kv of answer.kvs) {
+      const key = kv.key;
+      if (this.isMemberKey(key)) members.push({ key, name: kv.value, createRevision: kv.createRevision });
     }
-    return { members, revision: Number(response.header.revision), full: limit > 0 && response.kvs.length === limit };
+    return { members, revision: answer.revision, full: limit > 0 && answer.kvs.length === limit };
   }
 
   /**
@@ -395,7 +367,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     // that the followers that listed the line together read it again over
     // several changes of leader, not all at the same one.
     const refillAt = 1 + Math.floor(Math.random() * REFILL_SPREAD);
-    const watches = new Watches<"line" | "leader">(this.client, signal);
+    const watches = this.port.watches<"line" | "leader">(signal);
     let { predecessor, leader } = ahead;
     /** The keys the "leader" watch covers: none while the leader is the predecessor. */
     let leaderRange: KeyRange | undefined;
@@ -430,7 +402,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         watches.add("leader", { range, reportCancel: true }, older.listedAt + 1);
       }
     };
-    const goneInQueue = (key: string) => watches.queued().some((e) => e.type === "delete" && e.kv.key.toString() === key);
+    const goneInQueue = (key: string) => watches.anyQueued((e) => e.type === "delete" && e.kv.key === key);
     /** The members at the ends of `older` become the predecessor and the leader, named and watched. */
     const takeNextInLine = async (): Promise<"first" | "list again" | undefined> => {
       if (older.isEmpty) return "first";
@@ -474,19 +446,19 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
             log.v3("%s: %s", leader.key, event.error.message);
             return "list again";
           }
-          const key = event.kv.key.toString();
+          const key = event.kv.key;
           const listed = key === leader.key ? leader : older.oldestEnd(LINE_END_MEMBERS + 1).find((m) => m.key === key);
           if (!listed || key === membership.id) continue; // not a member we follow here
           if (event.type === "put") {
-            if (Number(event.kv.create_revision) !== listed.createRevision) continue; // a later key of that name
+            if (event.kv.createRevision !== listed.createRevision) continue; // a later key of that name
             // etcd's Proclaim: a member changed its value in place.
-            const name = event.kv.value.toString();
+            const name = event.kv.value;
             if (listed !== leader) {
               renamed.set(listed.createRevision, name);
               if (listed.createRevision === predecessor.createRevision) predecessor.name = name;
             } else if (name !== leader.name) {
               leader.name = name;
-              leader.seenAt = Number(event.kv.mod_revision);
+              leader.seenAt = event.kv.modRevision;
               onLeader(leaderOf(leader));
             }
             continue;
@@ -509,26 +481,24 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
               continue;
             }
           } else {
-            const key = event.kv.key.toString();
+            const key = event.kv.key;
             if (key === membership.id) {
               if (event.type === "delete") throw new MembershipLostError(`membership ${membership.id} was deleted while waiting`);
               continue;
             }
             if (key !== member.key) continue; // another member's key inside the range
-            if (event.type === "put" && Number(event.kv.create_revision) !== member.createRevision) continue; // a later key of that name
+            if (event.type === "put" && event.kv.createRevision !== member.createRevision) continue; // a later key of that name
             if (event.type === "put") {
               // etcd's Proclaim, while the predecessor leads.
-              member.name = event.kv.value.toString();
-              member.seenAt = Number(event.kv.mod_revision);
+              member.name = event.kv.value;
+              member.seenAt = event.kv.modRevision;
               if (member === leader) onLeader(leaderOf(leader));
               continue;
             }
             // Whatever etcd sent with this deletion (the same revision's events) is queued already.
-            const oursGoneToo = watches
-              .queued()
-              .some((e) => e.watch === "line" && e.type === "delete" && e.kv.key.toString() === membership.id);
+            const oursGoneToo = watches.anyQueued((e) => e.watch === "line" && e.type === "delete" && e.kv.key === membership.id);
             if (oursGoneToo) throw new MembershipLostError(`membership ${membership.id} was deleted with the member before it`);
-            membership.knownAliveAt = Math.max(membership.knownAliveAt, Number(event.kv.mod_revision));
+            membership.knownAliveAt = Math.max(membership.knownAliveAt, event.kv.modRevision);
           }
           departed = member;
         }
@@ -555,9 +525,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       }
     } finally {
       // Our turn: the cancels (a message each on the watch stream) can wait
-      // until the election has said so, and the watch of our own key has
-      // joined the stream, which etcd3 closes once it carries no watch.
-      if (older.isEmpty) process.nextTick(() => watches.close());
+      // until the election has said so, and the leader's watch of its own
+      // key (awaitLoss) has joined the stream.
+      if (older.isEmpty) watches.closeSoon();
       else watches.close();
     }
   }
@@ -571,10 +541,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const from = older.at("oldest");
     const to = older.newestEndStart;
     if (!from || to === undefined) return undefined;
-    const request = this.lineEnd("Ascend", LINE_END_MEMBERS + 1)
-      .minCreateRevision(from.createRevision)
-      .maxCreateRevision(to - 1);
-    const { members, full } = this.membersOf(await this.call("read the line's oldest end", request.exec(), signal), LINE_END_MEMBERS + 1);
+    const request = this.lineEnd("ascend", LINE_END_MEMBERS + 1, { min: from.createRevision, max: to - 1 });
+    const { members, full } = this.membersOf(await this.port.range(request, "read the line's oldest end", signal), LINE_END_MEMBERS + 1);
     return older.withOldestEnd(members, full);
   }
 
@@ -588,11 +556,11 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   /** One point read: whether `member` still exists (and since when it is known to), its name refreshed. */
   private async stillThere(member: Member, signal: AbortSignal): Promise<boolean> {
-    const response = await this.call("read member", this.client.get(member.key).exec(), signal);
-    const kv = response.kvs[0];
-    if (!kv || Number(kv.create_revision) !== member.createRevision) return false;
-    member.name = kv.value.toString();
-    member.seenAt = Number(response.header.revision);
+    const answer = await this.port.range({ key: member.key }, "read member", signal);
+    const kv = answer.kvs[0];
+    if (!kv || kv.createRevision !== member.createRevision) return false;
+    member.name = kv.value;
+    member.seenAt = answer.revision;
     return true;
   }
 
@@ -601,7 +569,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     // delivers a deletion that happened before the watch was set up.
     let from = membership.knownAliveAt + 1;
     for (let justRead = false; ; justRead = true) {
-      const watches = new Watches<"ours">(this.client, signal);
+      const watches = this.port.watches<"ours">(signal);
       try {
         watches.add("ours", { key: membership.id, deletesOnly: true }, from);
         await watches.next();
@@ -609,50 +577,40 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       } catch (err) {
         // A watch from a revision just read cannot have lost its history to
         // a compaction: etcd cancelled it for some other reason.
-        if (justRead || !isCancelledByEtcd(err)) throw err;
+        if (justRead || !(err instanceof WatchCancelledError)) throw err;
       } finally {
         watches.close();
       }
       // etcd no longer has the history since then: look at the key itself.
-      const response = await this.call("read membership", this.client.get(membership.id).exec(), signal);
-      const kv = response.kvs[0];
-      if (!kv || Number(kv.create_revision) !== membership.token) return;
-      membership.knownAliveAt = Number(response.header.revision);
+      const answer = await this.port.range({ key: membership.id }, "read membership", signal);
+      const kv = answer.kvs[0];
+      if (!kv || kv.createRevision !== membership.token) return;
+      membership.knownAliveAt = answer.revision;
       from = membership.knownAliveAt + 1;
     }
   }
 
-  async leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
-    const revoking = this.call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: membership.leaseId }), signal);
-    // Released once the revoke is answered: with the client's last lease this
-    // closes the keep-alive stream, work that would hold the revoke back if
-    // done in the turn that sends it.
-    try {
-      await revoking;
-    } catch (err) {
-      if (!isLeaseNotFound(err)) throw err;
-    } finally {
-      this.keepAlive.release(membership.leaseId);
-    }
+  leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
+    return this.port.revokeLease(membership.leaseId, signal);
   }
 
   async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     let { leader, revision } = await this.leaderAt(signal);
     onLeader(leaderOf(leader));
-    const watches = new Watches<"line">(this.client, signal);
+    const watches = this.port.watches<"line">(signal);
     try {
       watches.add("line", { prefix: this.prefix }, revision + 1);
       for (;;) {
         const event = await watches.next();
         if (event.type === "cancelled") continue; // not asked for: a cancel fails the set
         const { type, kv } = event;
-        const key = kv.key.toString();
+        const key = kv.key;
         if (!this.isMemberKey(key)) continue;
         if (type === "put") {
           // The first key into an empty line leads; a put on the leader's key renames it.
           if (!leader || key === leader.key) onLeader(leaderOf((leader = toMember(kv))));
         } else if (key === leader?.key) {
-          ({ leader } = await this.leaderAt(signal, Number(kv.mod_revision)));
+          ({ leader } = await this.leaderAt(signal, kv.modRevision));
           onLeader(leaderOf(leader));
         }
       }
@@ -672,21 +630,19 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
    * one) does a second read, at the same revision, list the keys from it on.
    */
   private async leaderAt(signal: AbortSignal, revision?: number): Promise<{ leader: Member | undefined; revision: number }> {
-    const oldestFirst = () => this.client.getAll().prefix(this.prefix).sort("Create", "Ascend");
-    let request = oldestFirst().limit(1);
-    if (revision !== undefined) request = request.revision(revision);
-    const response = await this.call("read leader", request.exec(), signal);
-    const readAt = revision ?? Number(response.header.revision);
-    let keys = response.kvs;
+    const prefix = this.prefix;
+    const answer = await this.port.range({ prefix, sortByCreate: "ascend", limit: 1, revision }, "read leader", signal);
+    const readAt = revision ?? answer.revision;
+    let keys = answer.kvs;
     const first = keys[0];
-    if (first && !this.isMemberKey(first.key.toString())) {
+    if (first && !this.isMemberKey(first.key)) {
       // No limit: paging would save only what is sent, not etcd's work (3.4
       // collects and sorts every key under the prefix whatever the limit),
       // and only observers read this, when a leader goes.
-      const rest = oldestFirst().minCreateRevision(first.create_revision).revision(readAt);
-      keys = (await this.call("read leader", rest.exec(), signal)).kvs;
+      const rest = { prefix, sortByCreate: "ascend", minCreateRevision: first.createRevision, revision: readAt } as const;
+      keys = (await this.port.range(rest, "read leader", signal)).kvs;
     }
-    const leader = keys.find((kv) => this.isMemberKey(kv.key.toString()));
+    const leader = keys.find((kv) => this.isMemberKey(kv.key));
     return { leader: leader && toMember(leader), revision: readAt };
   }
 
@@ -694,29 +650,21 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   private isMemberKey(key: string): boolean {
     return key.startsWith(this.prefix) && isLeaseHex(key.slice(this.prefix.length));
   }
-
-  private revokeInBackground(leaseId: string): void {
-    this.keepAlive.release(leaseId);
-    this.client.leaseClient.leaseRevoke({ ID: leaseId }).then(
-      () => log.v3("revoked abandoned lease %s", leaseHex(leaseId)),
-      (err: unknown) => log.v3("could not revoke abandoned lease %s: %s", leaseHex(leaseId), (err as Error).message),
-    );
-  }
 }
 
 /**
  * The line's two ends as the join's transaction read them, or none if they
  * are not what they should be: our own key, newest at that revision, first
- * in the newest-first read, as `key` after a namespace's prefix, if any.
+ * in the newest-first read.
  */
-function lineEnds(key: string, oldest: IRangeResponse, newest: IRangeResponse): LineEnds | undefined {
-  const ours = newest.kvs[0]?.key.toString();
-  if (!ours?.endsWith(key)) return undefined;
-  return { oldest, newest, namespace: ours.slice(0, ours.length - key.length) };
+function lineEnds(key: string, txn: CampaignAnswer): LineEnds | undefined {
+  const [oldest, newest] = txn.reads;
+  if (!txn.succeeded || !oldest || !newest || newest.kvs[0]?.key !== key) return undefined;
+  return { oldest, newest };
 }
 
 /** etcd's key suffix for a lease: the int64 ID in lowercase hex, unpadded (Go's %x). */
-function leaseHex(leaseId: string): string {
+export function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
 }
 
@@ -773,8 +721,8 @@ function fromLine({ key, name, createRevision }: ListedMember, listedAt: number)
   return { key, name, createRevision, seenAt: listedAt };
 }
 
-function toMember(kv: IKeyValue, seenAt = Number(kv.mod_revision)): Member {
-  return { key: kv.key.toString(), name: kv.value.toString(), createRevision: Number(kv.create_revision), seenAt };
+function toMember(kv: KeyValue, seenAt = kv.modRevision): Member {
+  return { key: kv.key, name: kv.value, createRevision: kv.createRevision, seenAt };
 }
 
 function lostLease(membership: V3Membership, cause?: unknown): MembershipLostError {

@@ -8,6 +8,7 @@ import { EtcdV2Backend } from "../../../src/stores/etcd-v2/recipe";
 import { etcd3Options } from "../../../src/stores/etcd-v3/etcd3/options";
 import { DEFAULT_WATCH_REARM_INTERVAL_MS } from "../../../src/stores/etcd-v2/options";
 import { EtcdV3Backend } from "../../../src/stores/etcd-v3/recipe";
+import { etcd3Port } from "../../../src/stores/etcd-v3/etcd3/port";
 import type { NodeEtcdClient } from "../../../src/stores/etcd-v2/node-etcd/client";
 import { EtcdAdmin } from "../../faults/etcd-admin";
 import type { Backend } from "../../faults/types";
@@ -67,7 +68,7 @@ export function etcdTarget(api: Backend): ConformanceTarget {
           if (api === "v2") return new EtcdV2Backend(new Etcd([proxy.hostPort]), key, name, ttlSeconds, DEFAULT_WATCH_REARM_INTERVAL_MS);
           const client = new Etcd3(etcd3Options({ hosts: proxy.hostPort }));
           etcd3Clients.push(client);
-          return new EtcdV3Backend(client, key, name, ttlSeconds);
+          return new EtcdV3Backend(etcd3Port(client), key, name, ttlSeconds);
         },
         async members() {
           return (await admin.line(key)).map((m) => m.name);

@@ -9,6 +9,7 @@ import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3, type Namespace } from "etcd3";
 import type { Claim } from "../../../src/contract/backend";
 import { EtcdV3Backend, LINE_END_MEMBERS, type V3Membership } from "../../../src/stores/etcd-v3/recipe";
+import { etcd3Port } from "../../../src/stores/etcd-v3/etcd3/port";
 import etcdLeader from "../../../src/index";
 import { startEtcd, type EtcdCluster } from "../../kit/etcd-server";
 import { etcdMetrics } from "../../kit/store-clients";
@@ -544,7 +545,7 @@ describe("etcd v3 backend", () => {
     const timeout = () => AbortSignal.timeout(5_000);
 
     async function joined(key: string, name: string): Promise<{ backend: EtcdV3Backend; membership: V3Membership; claim: Claim<V3Membership> }> {
-      const backend = new EtcdV3Backend(client, key, name, 2);
+      const backend = new EtcdV3Backend(etcd3Port(client), key, name, 2);
       const claim = await backend.join(timeout());
       const entry = { backend, membership: claim.membership, claim };
       backends.push(entry);

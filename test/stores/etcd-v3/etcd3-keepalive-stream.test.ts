@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
 import { EtcdV3Backend, type V3Membership } from "../../../src/stores/etcd-v3/recipe";
+import { etcd3Port } from "../../../src/stores/etcd-v3/etcd3/port";
 import { RequestTimeoutError } from "../../../src/contract/errors";
 import etcdLeader from "../../../src/index";
 import { startEtcd, type EtcdCluster } from "../../kit/etcd-server";
@@ -68,7 +69,7 @@ function startElection(client: Etcd3, key: string, name: string, ttl: number): E
 }
 
 async function joined(client: Etcd3, key: string): Promise<{ backend: EtcdV3Backend; membership: V3Membership }> {
-  const backend = new EtcdV3Backend(client, key, "a", 5);
+  const backend = new EtcdV3Backend(etcd3Port(client), key, "a", 5);
   const { membership } = await backend.join(AbortSignal.timeout(2_000));
   const entry = { backend, membership };
   memberships.add(entry);

@@ -57,17 +57,26 @@ export class Etcd3Advisor {
     this.hasDefaultBreaker = options?.faultHandling?.host === undefined;
   }
 
-  /** `pending`, with its failure reviewed; a success ends a run of timeouts. */
-  follow<T>(pending: Promise<T>): Promise<T> {
+  /**
+   * `pending`, with its failure reviewed; a success ends a run of timeouts.
+   * `answer` makes what it resolves with of the client's answer, in the same
+   * step.
+   */
+  follow<T, U = T>(pending: Promise<T>, answer?: (value: T) => U): Promise<U> {
     return pending.then(
       (value) => {
-        this.state.consecutiveTimeouts = 0;
-        return value;
+        this.succeeded();
+        return answer ? answer(value) : (value as unknown as U);
       },
       (err: unknown) => {
         throw this.review(err);
       },
     );
+  }
+
+  /** A call on the client was answered: a run of timeouts is over. */
+  succeeded(): void {
+    this.state.consecutiveTimeouts = 0;
   }
 
   /** The error to report for `err`: the same one, or, once per client, one that says what to configure. */

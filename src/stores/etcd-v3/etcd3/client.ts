@@ -22,6 +22,8 @@
 // is dropped (`untilAborted`).
 import type { IKeyValue, Namespace, Watcher } from "etcd3";
 import { untilAborted } from "../../../util/abort";
+import { WatchCancelledError, type WatchEvent, type WatchSet, type WatchTarget } from "../port";
+import { Etcd3KeyValue } from "./key-value";
 import { guardWatchManager } from "./watch-guard";
 
 /** What the v3 backend needs of an etcd3 client. */
@@ -58,42 +60,15 @@ export function withGrpcStatus(err: unknown): unknown {
 }
 
 /**
- * An event on a watched key, tagged with the name its watch was added under;
- * or, for a watch added with `reportCancel`, word that etcd cancelled it.
- */
-export type WatchEvent<Name extends string> =
-  | {
-      readonly watch: Name;
-      readonly type: "put" | "delete";
-      /** For a delete, only `key` and `mod_revision` (the deletion's revision) are set. */
-      readonly kv: IKeyValue;
-    }
-  | { readonly watch: Name; readonly type: "cancelled"; readonly error: WatchCancelledError };
-
-export interface WatchTarget {
-  /** One key, every key under a prefix, or every key from `start` up to (not including) `end`. */
-  key?: string;
-  prefix?: string;
-  range?: { start: string; end: string };
-  /** Deliver deletions only. */
-  deletesOnly?: boolean;
-  /**
-   * When etcd cancels this watch (the history it starts from was compacted),
-   * deliver a "cancelled" event and keep the other watches, instead of
-   * failing the whole set.
-   */
-  reportCancel?: boolean;
-}
-
-/**
  * A few etcd3 watchers feeding one queue of events, each added under a name,
  * all cancelled by `close()` or when the signal aborts. A watcher that etcd
  * cancels (see isCancelledByEtcd) fails the whole set unless it was added
  * with `reportCancel`; one that loses its stream always does.
  */
-export class Watches<Name extends string> {
+export class Watches<Name extends string> implements WatchSet<Name> {
   private readonly watchers = new Map<Name, Watcher>();
-  private queue: Array<{ event: WatchEvent<Name>; from: Watcher }> = [];
+  /** Each event with the watcher it came from, which remove() drops the undelivered events of. */
+  private queue: Array<WatchEvent<Name> & { readonly from: Watcher }> = [];
   private failure: { error: unknown } | undefined;
   private wake: (() => void) | undefined;
   private closed = false;
@@ -127,7 +102,8 @@ export class Watches<Name extends string> {
     const watcher = builder.startRevision(String(from)).watcher();
     const push = (type: "put" | "delete") => (kv: IKeyValue) => {
       if (this.watchers.get(name) !== watcher) return;
-      this.queue.push({ event: { watch: name, type, kv }, from: watcher });
+      // For a delete, etcd sets only the key and mod_revision (the deletion's revision).
+      this.queue.push({ watch: name, type, kv: new Etcd3KeyValue(kv), from: watcher });
       this.wakeUp();
     };
     watcher.on("put", push("put"));
@@ -140,9 +116,9 @@ export class Watches<Name extends string> {
       // promise nobody holds: an unhandled rejection.
       this.watchers.delete(name);
       if (!isCancelledByEtcd(err)) return this.fail(err);
-      const error = new WatchCancelledError(err);
+      const error = new WatchCancelledError(err.message.replace(/^Watcher canceled:?\s*/, ""), { cause: err });
       if (!target.reportCancel) return this.fail(error);
-      this.queue.push({ event: { watch: name, type: "cancelled", error }, from: watcher });
+      this.queue.push({ watch: name, type: "cancelled", error, from: watcher });
       this.wakeUp();
     });
     watcher.on("disconnected", (err) => {
@@ -161,22 +137,31 @@ export class Watches<Name extends string> {
   }
 
   /**
-   * The events received and not yet taken by next(), in order. etcd3 hands
-   * over every event of one answer at once, so right after next() returned
-   * an event, the events etcd sent with it (the same revision's) are here.
+   * Whether an event received and not yet taken by next() passes `test`.
+   * etcd3 hands over every event of one answer at once, so right after next()
+   * returned an event, the events etcd sent with it (the same revision's) are here.
    */
-  queued(): Array<WatchEvent<Name>> {
-    return this.queue.map((queued) => queued.event);
+  anyQueued(test: (event: WatchEvent<Name>) => boolean): boolean {
+    return this.queue.some(test);
   }
 
   /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */
   async next(): Promise<WatchEvent<Name>> {
     for (;;) {
       const queued = this.queue.shift();
-      if (queued) return queued.event;
+      if (queued) return queued;
       if (this.failure) throw this.failure.error;
       await new Promise<void>((resolve) => (this.wake = resolve));
     }
+  }
+
+  /**
+   * Closes on the next tick: etcd3 closes its watch stream once it carries
+   * no watch, so a watch added meanwhile (a new leader's of its own key)
+   * keeps the stream open instead of opening another.
+   */
+  closeSoon(): void {
+    process.nextTick(() => this.close());
   }
 
   close(): void {
@@ -203,27 +188,12 @@ export class Watches<Name extends string> {
  * etcd cancelled a watch. It does so when the history the watch starts from
  * was compacted away; etcd 3.4 then gives no reason (only the compact
  * revision, which etcd3 drops), so a cancellation is all that can be seen.
+ * etcd3 reports it as "Watcher canceled: " followed by etcd's reason, which
+ * etcd 3.4 leaves empty after a compaction; Watches reports it as a
+ * WatchCancelledError (port.ts).
  */
 export function isCancelledByEtcd(err: unknown): boolean {
   return err instanceof WatchCancelledError || (err instanceof Error && /^Watcher canceled/.test(err.message));
-}
-
-/**
- * A cancelled watch, said in words: etcd3 reports it as "Watcher canceled: "
- * followed by etcd's reason, which etcd 3.4 leaves empty after a compaction.
- * Whoever holds the watch reads the store again and watches from there.
- */
-export class WatchCancelledError extends Error {
-  override readonly name = "WatchCancelledError";
-  constructor(cause: Error) {
-    const reason = cause.message.replace(/^Watcher canceled:?\s*/, "");
-    super(
-      reason
-        ? `etcd cancelled the watch (${reason}); re-reading`
-        : "etcd cancelled the watch, likely a compaction; re-reading",
-      { cause },
-    );
-  }
 }
 
 /** etcd does not know the lease: it expired or was revoked. */

@@ -1,0 +1,171 @@
+// The v3 recipe's port (../port.ts) on an etcd3 client. What the client needs
+// besides its own calls is here and beside it: unary calls bounded by a
+// signal without cancelling them, and each call's gRPC status and outcome
+// reviewed (client.ts, advice.ts); renewals on one keep-alive stream per
+// client (keepalive-stream.ts); watches that report a failure instead of
+// resuming past events (client.ts); and an etcd3 namespace's prefix, which
+// etcd3 leaves on the keys a transaction reads.
+import type { IRangeResponse, ITxnResponse, MultiRangeBuilder, SingleRangeBuilder } from "etcd3";
+import { log } from "../../../util/log";
+import { leaseHex } from "../recipe";
+import {
+  LeaseNotFoundError,
+  type CampaignAnswer,
+  type CampaignRequest,
+  type EtcdV3Port,
+  type GrantedLease,
+  type RangeAnswer,
+  type RangeRequest,
+  type WatchSet,
+} from "../port";
+import { Etcd3Advisor } from "./advice";
+import { etcd3Call, isLeaseNotFound, Watches, withGrpcStatus, type Etcd3Client } from "./client";
+import { Etcd3KeyValue, rangeAnswer } from "./key-value";
+import { keepAliveStreamOf, type SharedKeepAliveStream } from "./keepalive-stream";
+
+const ports = new WeakMap<Etcd3Client, Etcd3Port>();
+
+/** The port on `client` (an Etcd3 or a namespace of one), made on first use and shared by every election on it. */
+export function etcd3Port(client: Etcd3Client): Etcd3Port {
+  let port = ports.get(client);
+  if (!port) ports.set(client, (port = new Etcd3Port(client)));
+  return port;
+}
+
+export class Etcd3Port implements EtcdV3Port {
+  private readonly advisor: Etcd3Advisor;
+  private readonly keepAliveStream: SharedKeepAliveStream;
+
+  constructor(private readonly client: Etcd3Client) {
+    this.advisor = new Etcd3Advisor(client);
+    this.keepAliveStream = keepAliveStreamOf(client);
+  }
+
+  // A unary etcd3 call, bounded by `signal` (not cancelled: see client.ts);
+  // its outcome also tells the advisor how the client fares.
+  range(request: RangeRequest, operation: string, signal: AbortSignal): Promise<RangeAnswer> {
+    return this.advisor.follow(etcd3Call(operation, this.rangeOf(request).exec(), signal), plainRangeAnswer);
+  }
+
+  campaign({ key, value, leaseId, reads }: CampaignRequest): Promise<CampaignAnswer> {
+    return this.client
+      .if(key, "Create", "==", 0)
+      .then(this.client.put(key).value(value).lease(leaseId), ...reads.map((read) => this.rangeOf(read)))
+      .else(this.client.get(key))
+      .commit()
+      .then((txn) => campaignAnswer(key, txn));
+  }
+
+  awaitAnswer<T>(operation: string, answer: Promise<T>, signal: AbortSignal): Promise<T> {
+    return this.advisor.follow(etcd3Call(operation, answer, signal));
+  }
+
+  watches<Name extends string>(signal: AbortSignal): WatchSet<Name> {
+    return new Watches<Name>(this.client, signal);
+  }
+
+  grantLease(ttlSeconds: number): Promise<GrantedLease> {
+    return this.client.leaseClient.leaseGrant({ TTL: ttlSeconds }).then((lease) => {
+      const granted: GrantedLease = { id: lease.ID, ttlSeconds: Number(lease.TTL) };
+      // At the default refresh interval (half the TTL) the first renewal comes a
+      // quarter of the TTL after the grant at the soonest (src/election/renewal.ts); one that
+      // comes sooner opens the stream itself.
+      this.keepAliveStream.retain(lease.ID, (granted.ttlSeconds * 1000) / 8);
+      return granted;
+    });
+  }
+
+  keepAlive(leaseId: string, signal: AbortSignal): Promise<number> {
+    return this.keepAliveStream.renew(leaseId, signal).then(
+      (answer) => {
+        this.advisor.succeeded();
+        return Number(answer.TTL);
+      },
+      (err: unknown) => {
+        const reviewed = this.advisor.review(err);
+        if (isLeaseNotFound(reviewed)) throw new LeaseNotFoundError(leaseId, { cause: reviewed });
+        throw withGrpcStatus(reviewed);
+      },
+    );
+  }
+
+  async revokeLease(leaseId: string, signal: AbortSignal): Promise<void> {
+    const revoking = this.advisor.follow(etcd3Call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: leaseId }), signal));
+    // Released once the revoke is answered: with the client's last lease this
+    // closes the keep-alive stream, work that would hold the revoke back if
+    // done in the turn that sends it.
+    try {
+      await revoking;
+    } catch (err) {
+      if (!isLeaseNotFound(err)) throw err;
+    } finally {
+      this.keepAliveStream.release(leaseId);
+    }
+  }
+
+  abandonLease(leaseId: string): void {
+    this.keepAliveStream.release(leaseId);
+    this.client.leaseClient.leaseRevoke({ ID: leaseId }).then(
+      () => log.v3("revoked abandoned lease %s", leaseHex(leaseId)),
+      (err: unknown) => log.v3("could not revoke abandoned lease %s: %s", leaseHex(leaseId), (err as Error).message),
+    );
+  }
+
+  /** etcd3's builder for a Range: `get` for one key (a limit of 1), `getAll` for a prefix or a range. */
+  private rangeOf(request: RangeRequest): SingleRangeBuilder | MultiRangeBuilder {
+    const { key, prefix, range, sortByCreate, limit, minCreateRevision, maxCreateRevision, revision } = request;
+    let builder: SingleRangeBuilder | MultiRangeBuilder;
+    if (key !== undefined) {
+      builder = this.client.get(key);
+    } else {
+      let all = this.client.getAll();
+      if (prefix !== undefined) all = all.prefix(prefix);
+      else if (range !== undefined) all = all.inRange(range);
+      else throw new TypeError("a range read needs a key, a prefix or a range");
+      if (sortByCreate !== undefined) all = all.sort("Create", sortByCreate === "ascend" ? "Ascend" : "Descend");
+      if (limit !== undefined) all = all.limit(limit);
+      builder = all;
+    }
+    if (minCreateRevision !== undefined) builder = builder.minCreateRevision(minCreateRevision);
+    if (maxCreateRevision !== undefined) builder = builder.maxCreateRevision(maxCreateRevision);
+    if (revision !== undefined) builder = builder.revision(revision);
+    return builder;
+  }
+}
+
+function plainRangeAnswer(response: IRangeResponse): RangeAnswer {
+  return rangeAnswer(response);
+}
+
+/**
+ * The transaction's answer in the port's terms. Its reads are made at the
+ * put's revision, so the put is among what they find, as `key` after
+ * whatever etcd3's namespace put before it: that much is taken off every
+ * key they read.
+ */
+function campaignAnswer(key: string, txn: ITxnResponse): CampaignAnswer {
+  const revision = Number(txn.header.revision);
+  if (!txn.succeeded) {
+    const existing = txn.responses[0]?.response_range?.kvs[0];
+    return { succeeded: false, revision, reads: [], existing: existing && new Etcd3KeyValue(existing) };
+  }
+  const ranges: IRangeResponse[] = [];
+  for (const { response_range: range } of txn.responses.slice(1)) {
+    if (!range) break;
+    ranges.push(range);
+  }
+  const namespaceLength = namespaceBefore(key, revision, ranges);
+  return { succeeded: true, revision, reads: ranges.map((range) => rangeAnswer(range, namespaceLength)), existing: undefined };
+}
+
+/** How long the prefix is that etcd3's namespace put before `key`, the key put at `revision`, in what the reads found; 0 if they did not find it. */
+function namespaceBefore(key: string, revision: number, ranges: readonly IRangeResponse[]): number {
+  for (const range of ranges) {
+    for (const kv of range.kvs) {
+      if (Number(kv.create_revision) !== revision) continue;
+      const found = kv.key.toString();
+      if (found.endsWith(key)) return found.length - key.length;
+    }
+  }
+  return 0;
+}
