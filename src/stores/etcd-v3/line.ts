@@ -1,6 +1,6 @@
 // The members older than a waiting v3 member, as its listing showed them,
 // kept small. When the one it watches goes, a follower watches and names the
-// next one without a read (see recipe.ts), so it keeps what makes a member's
+// next one without a read (see follower.ts), so it keeps what makes a member's
 // key and tells that key from a later one of the same name, the lease ID and
 // the create revision, as three numbers (24 bytes a member in a plain array),
 // and its name, packed with the others into one string (packed-names.ts),
@@ -12,7 +12,7 @@
 // before it runs out (withOldestEnd); once either end has no member left
 // before the gap, the line is `exhausted` and must be listed again.
 //
-// A member's key is `<prefix><lease ID in hex>` (isLeaseHex in recipe.ts: at
+// A member's key is `<prefix><lease ID in hex>` (isLeaseHex in member-keys.ts: at
 // most 16 digits, no leading zero). A lease ID is an int64, more than a double
 // holds exactly, so it is kept as its high and low 32 bits.
 //

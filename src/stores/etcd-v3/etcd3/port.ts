@@ -7,7 +7,7 @@
 // etcd3 leaves on the keys a transaction reads.
 import type { IRangeResponse, ITxnResponse, MultiRangeBuilder, SingleRangeBuilder } from "etcd3";
 import { log } from "../../../util/log";
-import { leaseHex } from "../recipe";
+import { leaseHex } from "../member-keys";
 import {
   LeaseNotFoundError,
   type CampaignAnswer,

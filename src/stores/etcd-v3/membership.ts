@@ -1,0 +1,54 @@
+// A v3 membership: what identifies it, which the state machine holds, and
+// what the backend knows about it besides, which stays the backend's.
+import type { Membership } from "../../contract/backend";
+import type { RangeAnswer } from "./port";
+
+export interface V3Membership extends Membership {
+  /** The member key, `<key>/<lease id in lowercase hex>`. */
+  readonly id: string;
+  /** The member key's create revision. */
+  readonly token: number;
+  /** The lease the key is attached to: etcd's int64 in decimal. */
+  readonly leaseId: string;
+}
+
+/** Both ends of the line up to a member's key, oldest first and newest first, read at one revision. */
+export interface LineEnds {
+  readonly oldest: RangeAnswer;
+  readonly newest: RangeAnswer;
+}
+
+/** What the backend has learnt about one of its memberships. */
+export class MembershipState {
+  constructor(
+    /** A revision at which the key was known to exist; watches of it start after it. */
+    public knownAliveAt: number,
+    /** The two ends of the line as the join read them, until the first wait takes them. */
+    private lineAtJoin: LineEnds | undefined,
+  ) {}
+
+  /** The line as the join read it, once: a later wait reads it afresh. */
+  takeLineAtJoin(): LineEnds | undefined {
+    const line = this.lineAtJoin;
+    this.lineAtJoin = undefined;
+    return line;
+  }
+}
+
+/** Kept apart from the membership, which the state machine (or a user's code) holds. */
+const states = new WeakMap<V3Membership, MembershipState>();
+
+export function remember(membership: V3Membership, state: MembershipState): void {
+  states.set(membership, state);
+}
+
+/**
+ * What the backend knows of `membership`. One it did not make (a membership
+ * handed back from elsewhere) is known alive at its creation, which is where
+ * a watch of it replays from.
+ */
+export function stateOf(membership: V3Membership): MembershipState {
+  let state = states.get(membership);
+  if (!state) states.set(membership, (state = new MembershipState(membership.token, undefined)));
+  return state;
+}
