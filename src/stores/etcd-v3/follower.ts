@@ -55,6 +55,8 @@ export interface FollowerSetting {
   readonly reader: LineReader;
   /** Where followers arm their watches, one per turn of the event loop. */
   readonly turns: TurnQueue;
+  /** A number in [0, 1), as Math.random gives. */
+  readonly random: () => number;
 }
 
 export class Follower {
@@ -91,7 +93,7 @@ export class Follower {
     private readonly signal: AbortSignal,
   ) {
     ({ older: this.older, predecessor: this.predecessor, leader: this.leader } = ahead);
-    this.refillAt = 1 + Math.floor(Math.random() * REFILL_SPREAD);
+    this.refillAt = 1 + Math.floor(setting.random() * REFILL_SPREAD);
     this.watches = setting.port.watches(signal);
   }
 

@@ -68,6 +68,7 @@
 // client.
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
+import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { Follower, type FollowerSetting } from "./follower";
@@ -93,11 +94,15 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     private readonly ttlSeconds: number,
     /** Where followers arm their watches, one per turn of the event loop. */
     turns: TurnQueue = processTurns,
+    /** Whose now() a claim's sentAt is taken from. */
+    private readonly clock: Clock = systemClock,
+    /** Where followers draw when to read the oldest end of a long line again (follower.ts). */
+    random: () => number = mathRandom,
   ) {
     this.description = `etcd v3 ${key}`;
     this.keys = new MemberKeys(key);
     this.reader = new LineReader(port, this.keys);
-    this.followers = { port, keys: this.keys, reader: this.reader, turns };
+    this.followers = { port, keys: this.keys, reader: this.reader, turns, random };
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
@@ -116,7 +121,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   /** session.go's lease, then Campaign's transaction, which also reads the line. */
   private async campaign(): Promise<Claim<V3Membership>> {
     // The lease's time to live runs from when etcd grants it.
-    const sentAt = performance.now();
+    const sentAt = this.clock.now();
     // No automatic keep-alive: the state machine renews, on its own schedule.
     const lease = await this.port.grantLease(this.ttlSeconds);
     if (lease.ttlSeconds !== this.ttlSeconds) {
@@ -271,6 +276,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     return { leader: leader && memberOf(leader), revision: readAt };
   }
 }
+
+/** Math.random, looked up when drawn. */
+const mathRandom = (): number => Math.random();
 
 /**
  * The line's two ends as the join's transaction read them, or none if they
