@@ -8,6 +8,7 @@ import { EtcdV3Backend } from "./etcd-v3/recipe";
 import { isEtcd3Client } from "./etcd-v3/etcd3/client";
 import { etcd3Port } from "./etcd-v3/etcd3/port";
 import { isNodeEtcdClient } from "./etcd-v2/node-etcd/client";
+import { NodeEtcdAdapter } from "./etcd-v2/node-etcd/adapter";
 
 /**
  * The backend for `client`: `resolved` is the election's timing, `given` the
@@ -22,7 +23,7 @@ export function backendFor(
 ): ElectionBackend {
   // node-etcd first: its shape (create/get/set/del) is the one 0.0.1 accepted.
   if (isNodeEtcdClient(client)) {
-    return new EtcdV2Backend(client, key, name, resolved.ttlSeconds, resolveV2Options(given).watchRearmInterval);
+    return new EtcdV2Backend(new NodeEtcdAdapter(client), key, name, resolved.ttlSeconds, resolveV2Options(given).watchRearmInterval);
   }
   if (given.v2 !== undefined) {
     throw new TypeError("the v2 option is for the etcd v2 store (a node-etcd client); this client is not one: leave it out");

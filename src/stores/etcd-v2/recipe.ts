@@ -1,4 +1,4 @@
-// ZooKeeper's in-order election recipe on etcd's v2 API, through node-etcd.
+// ZooKeeper's in-order election recipe on etcd's v2 API, through the port (port.ts).
 //
 //   join      POST <dir> value=<name> ttl=<ttl>      -> <dir>/<createdIndex, zero-padded>
 //   renew     PUT <key> ttl=<ttl> refresh=true prevExist=true (no value: wakes no watcher)
@@ -37,15 +37,8 @@
 // the new leader from its announcement a round trip later, and re-arm one
 // watch each, as they would have on the removal.
 //
-// No long poll waits unbounded. A connection that dies without a FIN or an
-// RST (a NAT gateway or firewall forgetting an idle flow) would hold a watch
-// forever: the member would never learn that the member before it went, and
-// nobody would be elected. Every watch is abandoned after watchRearmInterval
-// and asked again from the last index it saw, on a new connection, so etcd
-// replays whatever it missed: a lost poll costs at most that bound, for one
-// request per watch per bound and no extra read (a re-armed watch from the
-// same index proves as much as a read would). Only a re-arm that etcd answers
-// with 401 costs a point read.
+// No long poll waits unbounded: each is asked again every watchRearmInterval
+// (history.ts says why, and why that loop is the recipe's).
 import type { Claim, ElectionBackend, Leader, LeaderListener, Membership } from "../../contract/backend";
 import { ChildAbortController, untilAborted } from "../../util/abort";
 import { MembershipLostError } from "../../contract/errors";
@@ -54,16 +47,9 @@ import { log } from "../../util/log";
 import { electionDirectory } from "./key";
 import { OlderMembers, type LineMember } from "./line";
 import { TurnWitness, type TurnVerdict } from "./turn-witness";
-import {
-  call,
-  V2ErrorCode,
-  v2ErrorCode,
-  type NodeEtcdClient,
-  UnansweredError,
-  V2_REMOVALS,
-  type V2Body,
-  type V2Node,
-} from "./node-etcd/client";
+import { EventHistory, isRemoval } from "./history";
+import { isMembershipNode, leaderOf, listMembers, oldest, type Member } from "./listing";
+import { V2_REMOVALS, type EtcdV2Port } from "./port";
 
 export interface V2Membership extends Membership {
   /** The membership key, `<dir>/<createdIndex>`. */
@@ -80,42 +66,27 @@ export interface V2Membership extends Membership {
   announcing?: Promise<void> | undefined;
 }
 
-interface Member {
-  key: string;
-  name: string;
-  createdIndex: number;
-  /** Written without a TTL: by hand, as no member of ours or of 0.0.1 writes one. */
-  permanent?: boolean;
-}
-
-/** node-etcd retries some failures on its own for up to half a minute; the state machine retries instead. */
-const NO_CLIENT_RETRIES = { maxRetries: 0 } as const;
+const POINT_READ = {} as const;
+const QUORUM_READ = { quorum: true } as const;
 
 export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   readonly description: string;
+  /** The election directory as etcd names it, in requests and in answers: one leading slash, none trailing. */
   private readonly dir: string;
-  /** The directory as etcd names it in answers: one leading slash, none trailing. */
-  private readonly dirPath: string;
-  /**
-   * The oldest index etcd's event history held at the last 401 this member
-   * got: it only moves on, so a watch from before it is not asked for (a
-   * follower of a busy election would pay a 401, a read and a watch for each
-   * member it comes to, where a read and a watch do).
-   */
-  private historyStart = 0;
+  private readonly history: EventHistory;
 
   constructor(
-    private readonly client: NodeEtcdClient,
+    private readonly port: EtcdV2Port,
     key: string,
     private readonly name: string,
     private readonly ttlSeconds: number,
-    private readonly watchRearmInterval: number,
+    watchRearmInterval: number,
     /** Where followers re-arm their watches, one per turn of the event loop. */
     private readonly turns: TurnQueue = processTurns,
   ) {
     this.dir = electionDirectory(key);
-    this.dirPath = this.dir;
     this.description = `etcd v2 ${this.dir}`;
+    this.history = new EventHistory(port, watchRearmInterval);
   }
 
   async join(signal: AbortSignal): Promise<Claim<V2Membership>> {
@@ -123,28 +94,25 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     // etcd may apply a create whose answer comes after we stopped waiting, and
     // only that answer names the key: keep listening for it (up to a TTL, after
     // which the key is gone anyway) and delete what it names.
-    const creating = call(
-      "create membership",
-      (cb) => this.client.create(this.dir, this.name, { ttl: this.ttlSeconds, ...NO_CLIENT_RETRIES }, cb),
-      undefined,
-      this.ttlSeconds * 1000,
-    );
+    const creating = this.port.createInOrder("create membership", this.dir, this.name, this.ttlSeconds, undefined, this.ttlSeconds * 1000);
     creating.then(
-      ({ body }) => {
-        if (signal.aborted && body.node) this.abandon(body.node.key);
+      ({ node }) => {
+        if (signal.aborted) this.abandon(node.key);
       },
       () => undefined,
     );
-    const { body, etcdIndex } = await untilAborted("create membership", creating, signal);
-    const node = requireNode(body, "create");
-    const membership = { id: node.key, token: node.createdIndex, knownAliveAt: etcdIndex ?? node.modifiedIndex };
+    const { node, etcdIndex } = await untilAborted("create membership", creating, signal);
+    const membership = { id: node.key, token: node.createdIndex, knownAliveAt: etcdIndex };
     // etcd v2 applies the TTL it was given, to the second.
     return { membership, token: node.createdIndex, sentAt, ttlMs: this.ttlSeconds * 1000 };
   }
 
   private abandon(key: string): void {
-    call("delete abandoned membership", (cb) => this.client.del(key, { ...NO_CLIENT_RETRIES }, cb), AbortSignal.timeout(this.ttlSeconds * 1000)).then(
-      () => log.v2("deleted %s, created after its member stopped waiting", key),
+    this.port.delete("delete abandoned membership", key, undefined, this.ttlSeconds * 1000).then(
+      (deleted) =>
+        deleted
+          ? log.v2("deleted %s, created after its member stopped waiting", key)
+          : log.v2("abandoned %s, created after its member stopped waiting, was gone already", key),
       (err: unknown) => log.v2("could not delete abandoned %s: %s", key, (err as Error).message),
     );
   }
@@ -160,35 +128,29 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * compareAndSwap, and a refresh wakes nobody). It renews the key too. Until
    * one succeeds, each renewal announces instead of refreshing.
    */
-  private async announce(membership: V2Membership, signal: AbortSignal): Promise<void> {
+  private async announce(membership: V2Membership, signal: AbortSignal | undefined, abandonAfterMs?: number): Promise<void> {
     membership.unannounced = true;
-    await this.write(membership, "announce leadership", this.name, signal);
+    await this.write(membership, "announce leadership", this.name, signal, abandonAfterMs);
     membership.unannounced = false;
   }
 
   /** A refresh (value null: no watcher wakes) or a write of our value, of our own key only. */
-  private async write(membership: V2Membership, operation: string, value: string | null, signal: AbortSignal): Promise<void> {
-    try {
-      const options = value === null ? { refresh: true } : {};
-      const { body, etcdIndex } = await call(
-        operation,
-        (cb) => this.client.set(membership.id, value, { ttl: this.ttlSeconds, ...options, prevExist: true, ...NO_CLIENT_RETRIES }, cb),
-        signal,
-      );
-      const node = requireNode(body, operation);
-      if (node.createdIndex !== membership.token) {
-        // Ours was removed and someone wrote a key of the same name since: that
-        // one is not our place in line.
-        throw new MembershipLostError(`membership ${membership.id} was replaced by a key created at ${node.createdIndex}`);
-      }
-      membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex ?? node.modifiedIndex);
-      membership.onRenewed?.();
-    } catch (err) {
-      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) {
-        throw new MembershipLostError(`membership ${membership.id} has expired or was deleted`, { cause: err });
-      }
-      throw err;
+  private async write(
+    membership: V2Membership,
+    operation: string,
+    value: string | null,
+    signal: AbortSignal | undefined,
+    abandonAfterMs?: number,
+  ): Promise<void> {
+    const { node, etcdIndex } = await this.port.setIfExists(operation, membership.id, value, this.ttlSeconds, signal, abandonAfterMs);
+    if (!node) throw new MembershipLostError(`membership ${membership.id} has expired or was deleted`);
+    if (node.createdIndex !== membership.token) {
+      // Ours was removed and someone wrote a key of the same name since: that
+      // one is not our place in line.
+      throw new MembershipLostError(`membership ${membership.id} was replaced by a key created at ${node.createdIndex}`);
     }
+    membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
+    membership.onRenewed?.();
   }
 
   async awaitTurn(
@@ -210,7 +172,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     // The write gets a TTL, and a renewal announces again if it fails.
     membership.unannounced = true;
     membership.announcing = new Promise<void>((resolve) => process.nextTick(resolve))
-      .then(() => this.announce(membership, AbortSignal.timeout(this.ttlSeconds * 1000)))
+      .then(() => this.announce(membership, undefined, this.ttlSeconds * 1000))
       .catch((err: unknown) =>
         log.v2("%s: announcing failed, the next renewal announces: %s", membership.id, (err as Error).message),
       );
@@ -223,12 +185,12 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * (line.ts).
    */
   private async placeInLine(membership: V2Membership, signal: AbortSignal): Promise<OlderMembers | undefined> {
-    const { members, etcdIndex } = await this.list(signal);
+    const { members, etcdIndex } = await listMembers(this.port, this.dir, signal);
     const position = members.findIndex((m) => m.key === membership.id);
     if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
     if (position === 0) return undefined;
     membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
-    return new OlderMembers(this.dirPath, members.slice(0, position), etcdIndex);
+    return new OlderMembers(this.dir, members.slice(0, position), etcdIndex);
   }
 
   /**
@@ -240,12 +202,12 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    */
   private async confirmAlive(membership: V2Membership, turnAt: number, signal: AbortSignal): Promise<void> {
     for (const quorum of [false, true]) {
-      const seen = await this.read(membership.id, signal, quorum);
-      if (!seen || seen.createdIndex !== membership.token) {
+      const { node, etcdIndex } = await this.port.get("read member", membership.id, quorum ? QUORUM_READ : POINT_READ, signal);
+      if (!node || node.createdIndex !== membership.token) {
         throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
       }
-      if (seen.index >= turnAt) {
-        membership.knownAliveAt = Math.max(membership.knownAliveAt, seen.index);
+      if (etcdIndex >= turnAt) {
+        membership.knownAliveAt = Math.max(membership.knownAliveAt, etcdIndex);
         return;
       }
     }
@@ -290,12 +252,11 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     onLeader: LeaderListener,
     signal: AbortSignal,
   ): Promise<{ turnAt: number; proven: boolean }> {
-    const watches = new WatchSet(this, signal);
+    const watches = new WatchSet(this.history, signal);
     const armWitness = () => {
       if (older.size !== 1 || watches.hasWitness()) return;
-      const watchDirectory = (from: number, s: AbortSignal) => this.watch(this.dir, from, true, s);
       const predecessorKey = older.oldest()!.key;
-      watches.witness(new TurnWitness(watchDirectory, membership.id, membership.token, predecessorKey, membership.knownAliveAt, watches.signal));
+      watches.witness(new TurnWitness(this.history, this.dir, membership.id, membership.token, predecessorKey, membership.knownAliveAt, watches.signal));
     };
     /** The etcd index the leader was last seen at: the listing's, or its announcement's. */
     let leaderSeenAt = older.listedAt;
@@ -369,9 +330,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
           // still has the history from there (after a change it has: L is
           // the announcement's); else a read of the leader tells.
           let leaderAliveAt = leaderSeenAt;
-          if (leaderAliveAt < this.historyStart) {
-            const seen = await this.read(leader.key, signal);
-            leaderAliveAt = seen && seen.createdIndex === leader.createdIndex ? seen.index : -1;
+          if (this.history.forgot(leaderAliveAt)) {
+            const { node, etcdIndex } = await this.history.read(leader.key, signal);
+            leaderAliveAt = node && node.createdIndex === leader.createdIndex ? etcdIndex : -1;
           }
           if (leaderAliveAt >= 0) {
             watches.follow(member, Math.min(at, leaderAliveAt), true);
@@ -413,40 +374,37 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     membership.announcing = undefined;
     let from = membership.knownAliveAt + 1;
     for (;;) {
-      const outcome = await this.watchKey(membership.id, from, signal);
-      if (isRemoval(outcome)) return;
-      from = outcome.node.modifiedIndex + 1;
+      const change = await this.history.nextChange(membership.id, from, signal);
+      if (isRemoval(change)) return;
+      from = change.node.modifiedIndex + 1;
     }
   }
 
   async leave(membership: V2Membership, signal: AbortSignal): Promise<void> {
-    try {
-      await call("delete membership", (cb) => this.client.del(membership.id, { ...NO_CLIENT_RETRIES }, cb), signal);
-    } catch (err) {
-      if (v2ErrorCode(err) !== V2ErrorCode.KeyNotFound) throw err;
-    }
+    // A key already gone is left as well.
+    await this.port.delete("delete membership", membership.id, signal);
   }
 
   async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     // Observers are few, so each keeps the whole line from a recursive watch
     // of the directory: one listing, then every join and departure as it comes.
     for (;;) {
-      const { members, etcdIndex } = await this.list(signal);
+      const { members, etcdIndex } = await listMembers(this.port, this.dir, signal);
       if (etcdIndex === 0) throw new Error("etcd did not say which index its answer is at; cannot watch");
       const line = new Map(members.map((m) => [m.key, m]));
       onLeader(leaderOf(oldest(line)));
       let from = etcdIndex + 1;
       for (;;) {
-        const event = await this.watch(this.dir, from, true, signal);
-        if (event === "history-gone") break;
+        const event = await this.history.nextEvent(this.dir, from, true, signal);
+        if (event.kind === "history-gone") break;
         const node = event.node;
         from = node.modifiedIndex + 1;
         if (V2_REMOVALS.has(event.action)) {
           // Removal events carry no value; the election directory's own removal empties the line.
-          if (node.key === this.dirPath) line.clear();
+          if (node.key === this.dir) line.clear();
           else line.delete(node.key);
-        } else if (isMembershipNode(node, this.dirPath)) {
-          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex });
+        } else if (isMembershipNode(node, this.dir)) {
+          line.set(node.key, { key: node.key, name: node.value!, createdIndex: node.createdIndex } satisfies Member);
         } else {
           continue;
         }
@@ -456,172 +414,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
-    const { members } = await this.list(signal);
+    const { members } = await listMembers(this.port, this.dir, signal);
     return leaderOf(members[0]);
   }
-
-  /** The members of the election, oldest first, and the etcd index of the listing. */
-  private async list(signal: AbortSignal): Promise<{ members: Member[]; etcdIndex: number }> {
-    let response;
-    try {
-      response = await call(
-        "list members",
-        (cb) => this.client.get(this.dir, { sorted: true, ...NO_CLIENT_RETRIES }, cb),
-        signal,
-      );
-    } catch (err) {
-      // An election nobody has joined yet: etcd's answer still says where its index is.
-      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { members: [], etcdIndex: errorIndex(err) };
-      throw err;
-    }
-    const node = requireNode(response.body, "list");
-    if (!node.dir) throw new Error(`election key ${this.dir} is not a directory in etcd`);
-    // One pass: every member of a hundred started together lists the line.
-    const members: Member[] = [];
-    let highestSeen = node.modifiedIndex;
-    let inOrder = true;
-    for (const n of node.nodes ?? []) {
-      if (!isMembershipNode(n, this.dirPath)) continue;
-      const previous = members.at(-1);
-      if (previous && previous.createdIndex > n.createdIndex) inOrder = false;
-      if (n.createdIndex > highestSeen) highestSeen = n.createdIndex;
-      members.push({ key: n.key, name: n.value!, createdIndex: n.createdIndex, permanent: n.ttl === undefined });
-    }
-    // Sorted by key, in-order keys are in creation order; a key that only looks
-    // like one may not be.
-    if (!inOrder) members.sort((a, b) => a.createdIndex - b.createdIndex);
-    return { members, etcdIndex: response.etcdIndex ?? highestSeen };
-  }
-
-  /**
-   * A point read: the member's name, its createdIndex and the etcd index it
-   * was seen at, or undefined if it is gone. A quorum read goes through raft,
-   * so it sees every write acknowledged before it; a plain one is answered
-   * from whichever server node-etcd asks.
-   */
-  async read(
-    key: string,
-    signal: AbortSignal,
-    quorum = false,
-  ): Promise<{ name: string; createdIndex: number; index: number } | undefined> {
-    const { seen } = await this.pointRead(key, signal, quorum);
-    return seen;
-  }
-
-  /** A point read that also says at which etcd index a key was found gone. */
-  private async pointRead(
-    key: string,
-    signal: AbortSignal,
-    quorum = false,
-  ): Promise<{ seen: { name: string; createdIndex: number; index: number } | undefined; index: number }> {
-    try {
-      const { body, etcdIndex } = await call(
-        "read member",
-        (cb) => this.client.get(key, { ...(quorum ? { quorum: true } : {}), ...NO_CLIENT_RETRIES }, cb),
-        signal,
-      );
-      const node = requireNode(body, "read");
-      const index = etcdIndex ?? node.modifiedIndex;
-      return { seen: { name: node.value ?? "", createdIndex: node.createdIndex, index }, index };
-    } catch (err) {
-      if (v2ErrorCode(err) === V2ErrorCode.KeyNotFound) return { seen: undefined, index: errorIndex(err) };
-      throw err;
-    }
-  }
-
-  /**
-   * Waits for the next change of one key at or after index `from`: its
-   * removal (a delete or expiry of the key or of a directory above it, at
-   * etcd index `removedAt`) or a write, and the action that wrote it. Where
-   * etcd has forgotten the history the watch needs, a point read stands in
-   * for it: a key found gone was removed by the read's index; a key still
-   * there is watched from there, or with `reportGap` reported as such
-   * (`rereadAt`), for the caller to judge what may have happened unseen.
-   */
-  watchKey(key: string, from: number, signal: AbortSignal, reportGap: true): Promise<Removal | Write | Reread>;
-  watchKey(key: string, from: number, signal: AbortSignal, reportGap?: false): Promise<Removal | Write>;
-  watchKey(key: string, from: number, signal: AbortSignal, reportGap = false): Promise<Removal | Write | Reread> {
-    // A watch etcd would answer with a 401 is not sent: the read comes first.
-    const watching = from < this.historyStart ? Promise.resolve("history-gone" as const) : this.watch(key, from, false, signal);
-    // A promise chain, not an async function: a follower holds one for as long as it waits.
-    return watching.then(async (event) => {
-      if (event !== "history-gone") {
-        return V2_REMOVALS.has(event.action) ? { removedAt: event.node.modifiedIndex } : event;
-      }
-      const { seen, index } = await this.pointRead(key, signal);
-      log.v2("%s: watch history from %d gone; read at %d: %s", key, from, index, seen ? "still there" : "gone");
-      if (!seen) return { removedAt: index };
-      if (reportGap) return { rereadAt: seen.index, value: seen.name };
-      return this.watchKey(key, seen.index + 1, signal);
-    });
-  }
-
-  /**
-   * One watch, re-armed from the same index every watchRearmInterval until
-   * something happens (see the top of this file for why).
-   */
-  private async watch(
-    key: string,
-    from: number,
-    recursive: boolean,
-    signal: AbortSignal,
-  ): Promise<"history-gone" | { action: string; node: V2Node }> {
-    for (;;) {
-      try {
-        const { body } = await call(
-          "watch",
-          (cb) => this.client.get(key, { wait: true, waitIndex: from, recursive, ...NO_CLIENT_RETRIES }, cb),
-          signal,
-          this.watchRearmInterval,
-        );
-        const node = requireNode(body, "watch");
-        return { action: body.action ?? "", node };
-      } catch (err) {
-        if (err instanceof UnansweredError) {
-          log.v2("%s: no answer to the watch from %d within %d ms, asking again", key, from, this.watchRearmInterval);
-          continue;
-        }
-        if (v2ErrorCode(err) === V2ErrorCode.EventIndexCleared) {
-          // At least past `from`, if the answer does not say.
-          this.historyStart = Math.max(this.historyStart, historyStartOf(err) || from + 1);
-          return "history-gone";
-        }
-        throw err;
-      }
-    }
-  }
-}
-
-/**
- * The oldest index etcd still holds events from, as a 401 names it in its
- * cause ("the requested history has been cleared [<oldest>/<asked>]"); 0 if
- * it does not.
- */
-function historyStartOf(err: unknown): number {
-  const cause = (err as { error?: { cause?: unknown } }).error?.cause;
-  const match = typeof cause === "string" ? /\[(\d+)\/\d+\]/.exec(cause) : null;
-  return match ? Number(match[1]) : 0;
-}
-
-/** A watched key went, at this etcd index. */
-interface Removal {
-  removedAt: number;
-}
-
-/** A watched key was written: the event's action and the node it wrote. */
-interface Write {
-  action: string;
-  node: V2Node;
-}
-
-/** etcd had forgotten the watch's history; a read at `rereadAt` found the key still there, with this value. */
-interface Reread {
-  rereadAt: number;
-  value: string;
-}
-
-function isRemoval(outcome: Removal | Write | Reread): outcome is Removal {
-  return "removedAt" in outcome;
 }
 
 /**
@@ -654,7 +449,7 @@ class WatchSet {
    */
   private addedDuringRace: (() => void) | undefined;
 
-  constructor(private readonly backend: EtcdV2Backend, parent: AbortSignal) {
+  constructor(private readonly history: EventHistory, parent: AbortSignal) {
     this.controller = new ChildAbortController(parent);
     this.signal = this.controller.signal;
   }
@@ -667,13 +462,13 @@ class WatchSet {
     if (this.watched) return;
     // Called only between races (from the wait's loop): no race to wake.
     const watching = reportGap
-      ? this.backend.watchKey(member.key, knownAliveAt + 1, this.signal, true)
-      : this.backend.watchKey(member.key, knownAliveAt + 1, this.signal);
-    const watched = watching.then((outcome): WatchResult => {
-      if (isRemoval(outcome)) return { member, outcome: "removed", at: outcome.removedAt };
-      if ("rereadAt" in outcome) return { member, outcome: "reread", at: outcome.rereadAt, value: outcome.value };
-      const { value, modifiedIndex: at } = outcome.node;
-      return { member, outcome: outcome.action === "update" && value !== undefined ? "announced" : "changed", at, value };
+      ? this.history.nextChange(member.key, knownAliveAt + 1, this.signal, true)
+      : this.history.nextChange(member.key, knownAliveAt + 1, this.signal);
+    const watched = watching.then((change): WatchResult => {
+      if (isRemoval(change)) return { member, outcome: "removed", at: change.removedAt };
+      if ("rereadAt" in change) return { member, outcome: "reread", at: change.rereadAt, value: change.value };
+      const { value, modifiedIndex: at } = change.node;
+      return { member, outcome: change.action === "update" && value !== undefined ? "announced" : "changed", at, value };
     });
     // Rejections surface through next(); keep an unobserved one from being reported as unhandled.
     watched.catch(() => undefined);
@@ -722,38 +517,4 @@ class WatchSet {
     else this.watched = undefined;
     return result;
   }
-}
-
-/** The etcd index an error answer carries (etcd puts it in the body's `index`). */
-function errorIndex(err: unknown): number {
-  const index = (err as { error?: { index?: unknown } }).error?.index;
-  return typeof index === "number" ? index : 0;
-}
-
-function requireNode(body: V2Body, operation: string): V2Node {
-  if (!body.node) throw new Error(`etcd answered ${operation} without a node`);
-  return body.node;
-}
-
-/** In-order keys directly under the election directory; anything else there is not a member. */
-function isMembershipNode(node: V2Node, dirPath: string): boolean {
-  if (node.dir || typeof node.value !== "string") return false;
-  const { key } = node;
-  if (key.length !== dirPath.length + 21 || !key.startsWith(dirPath) || key[dirPath.length] !== "/") return false;
-  TWENTY_DIGITS.lastIndex = dirPath.length + 1;
-  return TWENTY_DIGITS.test(key);
-}
-
-/** Twenty digits to the end, from `lastIndex` (sticky: no copy of the key's tail). */
-const TWENTY_DIGITS = /\d{20}$/y;
-
-/** A member as the leader it is: its name and its fencing token. */
-function leaderOf(member: Member | undefined): Leader | undefined {
-  return member && { name: member.name, token: member.createdIndex };
-}
-
-function oldest(line: Map<string, Member>): Member | undefined {
-  let first: Member | undefined;
-  for (const member of line.values()) if (!first || member.createdIndex < first.createdIndex) first = member;
-  return first;
 }

@@ -19,7 +19,8 @@
 // fact 2 of etcd-v2-facts.test.ts), so only the member next in line holds
 // one. When etcd has forgotten the history it needs (401), it gives up and
 // the successor reads its key as before.
-import { V2_REMOVALS, type V2Node } from "./node-etcd/client";
+import type { EventHistory } from "./history";
+import { V2_REMOVALS } from "./port";
 
 /** What the witness saw first: the predecessor's removal, ours, or nothing it can vouch for. */
 export type TurnVerdict =
@@ -27,29 +28,28 @@ export type TurnVerdict =
   | { kind: "lost"; at: number }
   | { kind: "unknown" };
 
-/** One recursive watch of the directory from `from` (a long poll, re-armed within its bound). */
-export type DirectoryWatch = (from: number, signal: AbortSignal) => Promise<"history-gone" | { action: string; node: V2Node }>;
-
 export class TurnWitness {
   readonly verdict: Promise<TurnVerdict>;
 
+  /** Watches `dir`, the election directory, in `history`, from just after `ownKeyAliveAt`. */
   constructor(
-    watchDirectory: DirectoryWatch,
+    history: EventHistory,
+    dir: string,
     private readonly ownKey: string,
     private readonly ownCreatedIndex: number,
     private readonly predecessorKey: string,
     ownKeyAliveAt: number,
     signal: AbortSignal,
   ) {
-    this.verdict = this.watch(watchDirectory, ownKeyAliveAt + 1, signal);
+    this.verdict = this.watch(history, dir, ownKeyAliveAt + 1, signal);
     // A watch cut short by the signal rejects; whoever awaits the verdict sees it.
     this.verdict.catch(() => undefined);
   }
 
-  private async watch(watchDirectory: DirectoryWatch, from: number, signal: AbortSignal): Promise<TurnVerdict> {
+  private async watch(history: EventHistory, dir: string, from: number, signal: AbortSignal): Promise<TurnVerdict> {
     for (;;) {
-      const event = await watchDirectory(from, signal);
-      if (event === "history-gone") return { kind: "unknown" };
+      const event = await history.nextEvent(dir, from, true, signal);
+      if (event.kind === "history-gone") return { kind: "unknown" };
       const { key, createdIndex, modifiedIndex: at } = event.node;
       if (V2_REMOVALS.has(event.action)) {
         if (removes(key, this.ownKey)) return { kind: "lost", at };

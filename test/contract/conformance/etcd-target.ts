@@ -10,6 +10,7 @@ import { DEFAULT_WATCH_REARM_INTERVAL_MS } from "../../../src/stores/etcd-v2/opt
 import { EtcdV3Backend } from "../../../src/stores/etcd-v3/recipe";
 import { etcd3Port } from "../../../src/stores/etcd-v3/etcd3/port";
 import type { NodeEtcdClient } from "../../../src/stores/etcd-v2/node-etcd/client";
+import { NodeEtcdAdapter } from "../../../src/stores/etcd-v2/node-etcd/adapter";
 import { EtcdAdmin } from "../../faults/etcd-admin";
 import type { Backend } from "../../faults/types";
 import { startEtcd, type EtcdCluster } from "../../kit/etcd-server";
@@ -65,7 +66,7 @@ export function etcdTarget(api: Backend): ConformanceTarget {
           const proxy = await FaultProxy.start({ upstream: etcd.hostPorts });
           proxies.set(name, proxy);
           allProxies.push(proxy);
-          if (api === "v2") return new EtcdV2Backend(new Etcd([proxy.hostPort]), key, name, ttlSeconds, DEFAULT_WATCH_REARM_INTERVAL_MS);
+          if (api === "v2") return new EtcdV2Backend(new NodeEtcdAdapter(new Etcd([proxy.hostPort])), key, name, ttlSeconds, DEFAULT_WATCH_REARM_INTERVAL_MS);
           const client = new Etcd3(etcd3Options({ hosts: proxy.hostPort }));
           etcd3Clients.push(client);
           return new EtcdV3Backend(etcd3Port(client), key, name, ttlSeconds);

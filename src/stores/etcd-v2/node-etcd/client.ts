@@ -1,7 +1,8 @@
-// The part of the node-etcd client (4.x to 7.x) that the v2 backend uses, made
+// The part of the node-etcd client (4.x to 7.x) that the v2 adapter uses, made
 // promise-shaped and cancellable. node-etcd calls back `(err, body, headers)`
 // and returns a request that can be aborted; an aborted request never calls back.
 import { abortReason } from "../../../util/abort";
+import type { StoreNode } from "../port";
 
 export type NodeEtcdCallback = (err: NodeEtcdError | null, body?: unknown, headers?: Record<string, string | string[] | undefined>) => void;
 
@@ -9,7 +10,7 @@ interface Abortable {
   abort?: () => void;
 }
 
-/** What node-etcd offers and the backend needs; any client with these methods will do. */
+/** What node-etcd offers and the adapter needs; any client with these methods will do. */
 export interface NodeEtcdClient {
   create(dir: string, value: string, options: object, callback: NodeEtcdCallback): Abortable | unknown;
   get(key: string, options: object, callback: NodeEtcdCallback): Abortable | unknown;
@@ -25,27 +26,11 @@ export interface NodeEtcdError extends Error {
   errors?: Array<{ httperror?: { code?: string }; httpstatus?: number }>;
 }
 
-export interface V2Response {
-  body: V2Body;
-  /** The store's index when it answered (X-Etcd-Index), where the client passed headers on. */
-  etcdIndex: number | undefined;
-}
-
-export interface V2Node {
-  key: string;
-  value?: string;
-  /** Seconds left; absent on a key written without a TTL. */
-  ttl?: number;
-  dir?: boolean;
-  nodes?: V2Node[];
-  createdIndex: number;
-  modifiedIndex: number;
-}
-
+/** A body as node-etcd hands it over, parsed from etcd's JSON and not checked. */
 export interface V2Body {
   action?: string;
-  node?: V2Node;
-  prevNode?: V2Node;
+  node?: StoreNode;
+  prevNode?: StoreNode;
 }
 
 export function isNodeEtcdClient(client: unknown): client is NodeEtcdClient {
@@ -54,38 +39,45 @@ export function isNodeEtcdClient(client: unknown): client is NodeEtcdClient {
   return ["create", "get", "set", "del"].every((method) => typeof c[method] === "function");
 }
 
-/** etcd v2 error codes the backend acts on. */
+/** etcd v2 error codes the adapter reads as answers. */
 export const V2ErrorCode = {
   KeyNotFound: 100,
-  TestFailed: 101,
   EventIndexCleared: 401,
 } as const;
-
-/** The actions of etcd v2 events that remove a node (and every node under it). */
-export const V2_REMOVALS: ReadonlySet<string> = new Set(["delete", "expire", "compareAndDelete"]);
 
 export function v2ErrorCode(err: unknown): number | undefined {
   const code = (err as NodeEtcdError | undefined)?.errorCode;
   return typeof code === "number" ? code : undefined;
 }
 
+/** How one kind of call reads what node-etcd hands back: one object per kind, shared by every call of it. */
+export interface AnswerReader<T> {
+  /** The answer in a body and the X-Etcd-Index header; throws when the body is not the one expected. */
+  answer(body: V2Body, etcdIndex: number | undefined, operation: string): T;
+  /** An answer for a refusal the caller expects (an etcd error, no answer in time); undefined to reject with it. */
+  refused?(err: NodeEtcdError | UnansweredError): T | undefined;
+}
+
 /**
- * Runs one node-etcd call. Rejects with the signal's reason when it aborts
- * (a timeout signal gives a RequestTimeoutError), and aborts the request so
- * no socket is left waiting. With `abandonAfterMs`, a deadline of the call's
- * own (the only one, without a signal): if no answer came by then, the
- * request is aborted and the call rejects with an UnansweredError. A long
+ * Runs one node-etcd call and reads its answer with `reader`. Rejects with
+ * the signal's reason when it aborts (a timeout signal gives a
+ * RequestTimeoutError), and aborts the request so no socket is left waiting.
+ * With `abandonAfterMs`, a deadline of the call's own (the only one, without
+ * a signal): if no answer came by then, the request is aborted and the call
+ * rejects with an UnansweredError, unless the reader answers for it. A long
  * poll re-armed on a deadline holds that deadline for as long as it waits: a
  * plain timer and a listener on `signal` take about 0.3 KB of heap, where a
  * timeout signal joined to `signal` with AbortSignal.any, and a listener on
- * that, take about 2.6 KB (Node 20).
+ * that, take about 2.6 KB (Node 20). The answer is read in node-etcd's
+ * callback, so a call costs one promise, as it did before the reader.
  */
-export function call(
+export function call<T>(
   operation: string,
   start: (callback: NodeEtcdCallback) => unknown,
   signal: AbortSignal | undefined,
-  abandonAfterMs?: number,
-): Promise<V2Response> {
+  abandonAfterMs: number | undefined,
+  reader: AnswerReader<T>,
+): Promise<T> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(abortReason(operation, signal));
     let settled = false;
@@ -95,26 +87,39 @@ export function call(
       signal?.removeEventListener("abort", onAbort);
       if (deadline !== undefined) clearTimeout(deadline);
     };
-    const giveUp = (reason: unknown) => {
+    const refuse = (err: NodeEtcdError | UnansweredError) => {
+      const answer = reader.refused?.(err);
+      if (answer === undefined) reject(err);
+      else resolve(answer);
+    };
+    const onAbort = () => {
       if (settled) return;
       settle();
       abortRequest(request);
-      reject(reason);
+      reject(abortReason(operation, signal!));
     };
-    const onAbort = () => giveUp(abortReason(operation, signal!));
     let request: unknown;
     request = start((err, body, headers) => {
       if (settled) return;
       settle();
-      if (err) return reject(explain(err));
+      if (err) return refuse(explain(err));
       // node-etcd parses JSON and passes anything else on as text, without an error.
       if (typeof body === "string" && body !== "") return reject(notAV2Answer(operation, body, statusOf(request)));
-      resolve({ body: (body ?? {}) as V2Body, etcdIndex: indexFrom(headers) });
+      try {
+        resolve(reader.answer((body ?? {}) as V2Body, indexFrom(headers), operation));
+      } catch (unexpected) {
+        reject(unexpected);
+      }
     });
     if (settled) return;
     signal?.addEventListener("abort", onAbort, { once: true });
     if (abandonAfterMs !== undefined) {
-      deadline = setTimeout(() => giveUp(new UnansweredError(operation, abandonAfterMs)), abandonAfterMs);
+      deadline = setTimeout(() => {
+        if (settled) return;
+        settle();
+        abortRequest(request);
+        refuse(new UnansweredError(operation, abandonAfterMs));
+      }, abandonAfterMs);
       // Like a timeout signal's timer: a pending call alone does not keep the process running.
       deadline.unref();
     }
@@ -178,6 +183,7 @@ function abortRequest(request: unknown): void {
   if (typeof abort === "function") abort.call(request);
 }
 
+/** The store's index when it answered (X-Etcd-Index), where the client passed headers on. */
 function indexFrom(headers: Record<string, string | string[] | undefined> | undefined): number | undefined {
   const raw = headers?.["x-etcd-index"];
   const value = Number(Array.isArray(raw) ? raw[0] : raw);
