@@ -50,6 +50,7 @@
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
 import { untilAborted } from "../../util/abort";
+import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { Follower } from "./follower";
@@ -86,6 +87,8 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     watchRearmInterval: number,
     /** Where followers re-arm their watches, one per turn of the event loop. */
     private readonly turns: TurnQueue = processTurns,
+    /** Where a claim's sentAt is read. */
+    private readonly clock: Clock = systemClock,
   ) {
     this.dir = electionDirectory(key);
     this.description = `etcd v2 ${this.dir}`;
@@ -94,7 +97,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
 
   /** Step 1: a place at the back of the line. */
   async join(signal: AbortSignal): Promise<Claim<V2Membership>> {
-    const sentAt = performance.now();
+    const sentAt = this.clock.now();
     // etcd may apply a create whose answer comes after we stopped waiting, and
     // only that answer names the key: keep listening for it (up to a TTL, after
     // which the key is gone anyway) and delete what it names.
