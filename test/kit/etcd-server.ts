@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./free-port";
 import { ServerProcess } from "./server-process";
+import { waitFor } from "./waiting";
 
 export interface EtcdTls {
   /** PEM files for the server's own certificate, key and the CA that signs clients. */
@@ -213,22 +214,23 @@ async function startEtcdClusterOnce(size: number, options: EtcdServerOptions): P
 }
 
 async function waitForHealth(servers: EtcdServer[], timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (const server of servers) {
-    for (;;) {
-      if (!server.running) throw new Error(`etcd ${server.name} exited`);
-      let lastError: unknown;
-      const health = await fetchJson(`${server.clientUrl}/health`, server.tls).catch((err: unknown) => {
-        lastError = err;
-        return undefined;
-      });
-      if (health && (health as { health?: string }).health === "true") break;
-      if (Date.now() > deadline) {
-        const why = lastError ? `: ${(lastError as Error).message}` : health ? `: ${JSON.stringify(health)}` : "";
-        throw new Error(`etcd ${server.name} not healthy after ${timeoutMs} ms${why}`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    let answer: unknown;
+    await waitFor(
+      `etcd ${server.name} healthy`,
+      Math.max(1, deadline - performance.now()),
+      async () => {
+        answer = await fetchJson(`${server.clientUrl}/health`, server.tls);
+        return (answer as { health?: string }).health === "true";
+      },
+      {
+        every: 50,
+        retryErrors: true,
+        hopeless: () => (server.running ? undefined : "it exited"),
+        detail: () => (answer === undefined ? "" : `its last answer: ${JSON.stringify(answer)}`),
+      },
+    );
   }
 }
 

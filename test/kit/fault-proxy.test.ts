@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { FaultProxy } from "./fault-proxy";
 import { freePort } from "./free-port";
 import { startEtcd, type EtcdCluster } from "./etcd-server";
+import { waitFor } from "./waiting";
 
 /** An echo server; with a tag it prefixes every reply so tests can tell servers apart. */
 async function startEcho(tag = ""): Promise<{ server: Server; hostPort: string; sockets: Set<Socket>; close(): Promise<void> }> {
@@ -37,7 +38,6 @@ class Client {
   error: NodeJS.ErrnoException | undefined;
   closed = false;
   readonly connected: Promise<void>;
-  private readonly waiters = new Set<() => void>();
 
   constructor(hostPort: string) {
     const [host, port] = hostPort.split(":");
@@ -49,15 +49,12 @@ class Client {
     this.connected.catch(() => {});
     this.socket.on("data", (chunk: Buffer) => {
       this.received = Buffer.concat([this.received, chunk]);
-      this.notify();
     });
     this.socket.on("error", (err) => {
       this.error = err;
-      this.notify();
     });
     this.socket.on("close", () => {
       this.closed = true;
-      this.notify();
     });
   }
 
@@ -69,21 +66,9 @@ class Client {
     this.socket.write(data);
   }
 
-  /** Resolves once `condition` holds; rejects after timeoutMs. */
+  /** Resolves once `condition` holds; rejects after timeoutMs, saying what arrived. */
   async until(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!condition()) {
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting for ${what}; received ${JSON.stringify(this.received.toString())}`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, left);
-        function done(): void {
-          clearTimeout(timer);
-          resolve();
-        }
-        this.waiters.add(done);
-      });
-    }
+    await waitFor(what, timeoutMs, condition, { detail: () => `received ${JSON.stringify(this.received.toString())}` });
   }
 
   async receive(length: number, timeoutMs = 2_000): Promise<Buffer> {
@@ -108,20 +93,8 @@ class Client {
   destroy(): void {
     this.socket.destroy();
   }
-
-  private notify(): void {
-    for (const waiter of this.waiters) waiter();
-    this.waiters.clear();
-  }
 }
 
-async function waitUntil(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 describe("FaultProxy against an echo server", () => {
   let echo: Awaited<ReturnType<typeof startEcho>>;
@@ -161,7 +134,7 @@ describe("FaultProxy against an echo server", () => {
     assert.equal(proxy.connectionCount, 1);
     assert.equal(proxy.bytesForwarded, 10);
     c.socket.end();
-    await waitUntil(() => proxy.connectionCount === 0, 2_000, "the connection to be forgotten");
+    await waitFor("the connection to be forgotten", 2_000, () => proxy.connectionCount === 0);
   });
 
   withProxy("a FIN from the client travels through", async () => {
@@ -201,7 +174,7 @@ describe("FaultProxy against an echo server", () => {
     await old.receive(1);
     const idle = client();
     await idle.connected;
-    await waitUntil(() => proxy.connectionCount === 2, 2_000, "both connections accepted");
+    await waitFor("both connections accepted", 2_000, () => proxy.connectionCount === 2);
     proxy.setMode("silence-existing");
     old.send("b");
     await old.staysSilent(300);
@@ -278,7 +251,7 @@ describe("FaultProxy against an echo server", () => {
     await sleep(200);
     assert.equal(echo.sockets.size, upstreamSockets, "etcd's side heard the FIN through the partition");
     proxy.heal();
-    await waitUntil(() => proxy.connectionCount === 0, 2_000, "the dangling upstream connection to be reset");
+    await waitFor("the dangling upstream connection to be reset", 2_000, () => proxy.connectionCount === 0);
   });
 
   withProxy("reset kills existing and new connections with an RST until healed", async () => {

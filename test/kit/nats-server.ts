@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { freePort } from "./free-port";
 import { ServerProcess } from "./server-process";
+import { waitFor } from "./waiting";
 
 export interface NatsTls {
   /** PEM files for the server's own certificate and key (test/kit/tls.ts makes them). */
@@ -133,23 +134,23 @@ export class NatsServer {
 
   /** Resolves once the server accepts clients with JetStream on (its /healthz says ok). */
   async waitReady(timeoutMs = 10_000): Promise<void> {
-    const deadline = performance.now() + timeoutMs;
-    let lastProblem = "no answer yet";
-    for (;;) {
-      if (!this.running) throw new Error(`nats-server exited before it was ready\n${this.logTail(10)}`);
-      try {
+    let answer = "";
+    await waitFor(
+      "nats-server ready",
+      timeoutMs,
+      async () => {
         const res = await fetch(`http://127.0.0.1:${this.monitorPort}/healthz`, { signal: AbortSignal.timeout(1_000) });
         const body = (await res.json()) as { status?: string; error?: string };
-        if (res.ok && body.status === "ok") return;
-        lastProblem = `${res.status} ${JSON.stringify(body)}`;
-      } catch (err) {
-        lastProblem = (err as Error).message;
-      }
-      if (performance.now() > deadline) {
-        throw new Error(`nats-server not ready after ${timeoutMs} ms: ${lastProblem}\n${this.logTail(10)}`);
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
+        answer = `${res.status} ${JSON.stringify(body)}`;
+        return res.ok && body.status === "ok";
+      },
+      {
+        every: 25,
+        retryErrors: true,
+        hopeless: () => (this.running ? undefined : "it exited"),
+        detail: () => `${answer ? `its last answer: ${answer}\n` : ""}${this.logTail(10)}`,
+      },
+    );
   }
 
   /** SIGTERM (a clean shutdown), then SIGKILL if it lingers; resolves when the process is gone. */
