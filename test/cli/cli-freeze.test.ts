@@ -6,14 +6,16 @@
 // command starts, in every run. After SIGCONT the frozen CLI learns its term
 // is over and follows.
 //
-// CLI_FREEZE_RUNS (default 3) sets the runs per store (etcd v2, v3, NATS KV).
+// CLI_FREEZE_RUNS sets the runs per store (etcd v2, v3, NATS KV): 1 in npm
+// test, 10 under npm run soak (test/kit/repetitions.ts).
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { FAULT_BACKENDS } from "../faults/types";
 import { CHILD, NATS_BUCKET_TTL_SECONDS, overlaps, startCli, useCliTestEnvironment, type CliProcess } from "../kit/cli-process";
+import { inEachOf, runsFrom } from "../kit/repetitions";
 
-const RUNS = Math.max(1, Number(process.env.CLI_FREEZE_RUNS ?? 3));
+const RUNS = runsFrom("CLI_FREEZE_RUNS");
 /** The same TTL on etcd and on the NATS bucket. */
 const TTL_SECONDS = NATS_BUCKET_TTL_SECONDS;
 const START_MS = 30_000;
@@ -23,7 +25,7 @@ const { storeArgs, newLog } = useCliTestEnvironment(undefined, { nats: true });
 
 for (const api of FAULT_BACKENDS) {
   describe(`etcd-leader run, leading CLI frozen past its TTL (${api})`, { timeout: 60_000 + RUNS * 30_000 }, () => {
-    it(`the frozen leader's command gets SIGTERM at the lease deadline, before the other's command starts, in each of ${RUNS} runs`, async () => {
+    it(`the frozen leader's command gets SIGTERM at the lease deadline, before the other's command starts, ${inEachOf(RUNS)}`, async () => {
       const key = `/cli-freeze/${randomUUID()}`;
       const log = newLog();
       const members = new Map<string, CliProcess>();

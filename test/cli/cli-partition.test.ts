@@ -4,7 +4,8 @@
 // each behind its own proxy, take turns: each run cuts whichever leads, waits
 // for the other's command, heals, and waits for the cut one to follow again.
 //
-// CLI_PARTITION_RUNS (default 10) sets the runs per API. Printed figures: from
+// CLI_PARTITION_RUNS sets the runs per store: 1 in npm test, 10 under npm run
+// soak (test/kit/repetitions.ts). Printed figures: from
 // the cut to the term's abort (whileLeading's signal, which the CLI reports as
 // command-stop), from that abort to the successor's election, from the abort
 // to the command's SIGTERM handler, and from that SIGTERM to the successor's
@@ -21,8 +22,9 @@ import { EXTERNAL_DELETE_OVERLAP_MS } from "../faults/store-faults";
 import { BACKENDS, FAULT_BACKENDS } from "../faults/types";
 import { CHILD, NATS_BUCKET, overlaps, startCli, useCliTestEnvironment, type CliProcess, type CliStore } from "../kit/cli-process";
 import { FaultProxy } from "../kit/fault-proxy";
+import { inEachOf, runsFrom } from "../kit/repetitions";
 
-const RUNS = Math.max(1, Number(process.env.CLI_PARTITION_RUNS ?? 10));
+const RUNS = runsFrom("CLI_PARTITION_RUNS");
 const START_MS = 30_000;
 const FAILOVER_MS = 15_000;
 
@@ -45,7 +47,7 @@ afterEach(async () => {
 
 for (const api of FAULT_BACKENDS) {
   describe(`etcd-leader run, leader cut off at a proxy (${api})`, { timeout: 60_000 + RUNS * 30_000 }, () => {
-    it(`the cut leader's command gets SIGTERM before the other's command starts, in each of ${RUNS} runs`, async (t) => {
+    it(`the cut leader's command gets SIGTERM before the other's command starts, ${inEachOf(RUNS)}`, async (t) => {
       const key = `/cli-partition/${randomUUID()}`;
       const log = newLog();
       const members: { name: string; proxy: FaultProxy; cli: CliProcess }[] = [];

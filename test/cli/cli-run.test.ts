@@ -7,6 +7,7 @@ import { describe, it } from "node:test";
 import { BACKENDS } from "../faults/types";
 import { livingInGroups } from "../fixtures/process-table.cjs";
 import { alive, CHILD, CommandLog, NATS_BUCKET_TTL_SECONDS, overlaps, runCli, startCli, useCliTestEnvironment, type CliStore } from "../kit/cli-process";
+import { inEachOf, runsFrom } from "../kit/repetitions";
 import { sleep, waitFor } from "../kit/waiting";
 
 /** The NATS bucket's TTL too, so that --ttl agrees with it. */
@@ -14,8 +15,8 @@ const TTL_SECONDS = NATS_BUCKET_TTL_SECONDS;
 const STORES: readonly CliStore[] = [...BACKENDS, "nats"];
 /** tsx start-up of a CLI on a loaded 2-core machine. */
 const START_MS = 30_000;
-/** CLI_KILL_RUNS repeats the SIGKILL case, for the figures it prints. */
-const KILL_RUNS = Math.max(1, Number(process.env.CLI_KILL_RUNS ?? 1));
+/** CLI_KILL_RUNS repeats the SIGKILL case, for the figures it prints: once in npm test, 10 times under npm run soak. */
+const KILL_RUNS = runsFrom("CLI_KILL_RUNS");
 
 /** SIGKILL of the leading CLI -> the other elected / its command started (ms), per store. */
 const killFailovers: Record<string, string[]> = { v2: [], v3: [], nats: [] };
@@ -54,7 +55,7 @@ for (const api of STORES) {
       assert.equal((await b.exited).code, 0);
     });
 
-    it(`SIGKILL of the leading CLI: its command is stopped, and the other's starts within the TTL plus a second (${KILL_RUNS} run(s))`, async () => {
+    it(`SIGKILL of the leading CLI: its command is stopped, and the other's starts within the TTL plus a second, ${inEachOf(KILL_RUNS)}`, async () => {
       for (let run = 0; run < KILL_RUNS; run++) {
         const key = `/cli/${randomUUID()}`;
         const log = newLog();

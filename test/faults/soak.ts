@@ -1,28 +1,44 @@
-// `npm run soak`: every fault scenario on both etcd APIs and NATS KV (where it applies), N times in a row each
-// (default 10), then a table per scenario: passes, the time to a leader after
-// the fault (median and max), the longest leaderless stretch, the longest
-// overlap of two terms, and the errors members reported.
+// `npm run soak`: what `npm test` proves once, many times over, for the
+// failures that show one run in many and for the spread of the figures.
 //
-// Usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3|nats]... [--scenario id]... [--json file]
+// - faults: every fault scenario on both etcd APIs and NATS KV (where it
+//   applies), N times in a row each (default 10), then a table per scenario:
+//   passes, the time to a leader after the fault (median and max), the
+//   longest leaderless stretch, the longest overlap of two terms, and the
+//   errors members reported. One line per run, and for a failed run its
+//   problems and the full timeline of every member.
+// - cli: the tests that repeat a scenario (test/kit/repetitions.ts: the CLI's
+//   leader cut off, frozen, SIGKILLed), run N times each with their variable
+//   set, through node --test; they print their figures as diagnostics.
 //
-// Prints one line per run, and for a failed run its problems and the full
-// timeline of every member. Exits 1 if any run failed. Every process, proxy
-// and etcd is gone afterwards, also on Ctrl-C.
+// Usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]...
+//          [--backend v2|v3|nats]... [--scenario id]... [--json file]
+// --backend and --scenario choose fault scenarios, and without --part mean
+// the fault part alone.
+//
+// Exits 1 if any run failed. Every process, proxy and etcd is gone
+// afterwards, also on Ctrl-C.
+import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { killAllMembers } from "../kit/member-process";
+import { REPO_ROOT } from "../kit/paths";
+import { REPEATED_TEST_PATTERN, REPEATING_TESTS } from "../kit/repetitions";
 import { cleanupEverything, runScenario, type ScenarioResult } from "./runner";
 import { SCENARIOS } from "./scenarios";
 import { FAULT_BACKENDS, type FaultBackend } from "./types";
 
+type Part = "faults" | "cli";
+
 interface Args {
   runs: number;
+  parts: Part[];
   backends: FaultBackend[];
   scenarios: string[];
   json: string | undefined;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { runs: 10, backends: [], scenarios: [], json: undefined };
+  const args: Args = { runs: 10, parts: [], backends: [], scenarios: [], json: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -33,6 +49,10 @@ function parseArgs(argv: string[]): Args {
     if (arg === "--runs") {
       args.runs = Number(value());
       if (!Number.isInteger(args.runs) || args.runs < 1 || args.runs > 1000) usage("--runs takes a whole number from 1 to 1000");
+    } else if (arg === "--part") {
+      const part = value();
+      if (part !== "faults" && part !== "cli") usage("--part takes faults or cli");
+      args.parts.push(part);
     } else if (arg === "--backend") {
       const b = value();
       if (b !== "v2" && b !== "v3" && b !== "nats") usage("--backend takes v2, v3 or nats");
@@ -50,11 +70,13 @@ function parseArgs(argv: string[]): Args {
       usage(`unknown argument ${arg}`);
     }
   }
+  if (args.parts.length === 0) args.parts = args.backends.length > 0 || args.scenarios.length > 0 ? ["faults"] : ["faults", "cli"];
   if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS];
   return args;
 }
 
-const USAGE = "usage: node --import tsx test/faults/soak.ts [--runs N] [--backend v2|v3|nats]... [--scenario id]... [--json file]";
+const USAGE =
+  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]... [--backend v2|v3|nats]... [--scenario id]... [--json file]";
 
 function usage(problem: string): never {
   process.stderr.write(`soak: ${problem}\n${USAGE}\n`);
@@ -62,20 +84,30 @@ function usage(problem: string): never {
 }
 
 let interrupted = false;
+/** The node --test run of the cli part, while it runs. */
+let cliTests: ChildProcess | undefined;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     if (interrupted) return;
     interrupted = true;
     process.stdout.write(`\n${signal}: cleaning up\n`);
+    cliTests?.kill(signal);
     void Promise.all([cleanupEverything(), killAllMembers()]).finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
   });
 }
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  const started = Date.now();
+  const results = args.parts.includes("faults") ? await soakFaults(args) : [];
+  const cliOk = args.parts.includes("cli") && !interrupted ? await soakCliTests(args.runs) : true;
+  process.stdout.write(`\ntotal ${((Date.now() - started) / 60_000).toFixed(1)} min\n`);
+  process.exit(results.every((r) => r.ok) && cliOk && !interrupted ? 0 : 1);
+}
+
+async function soakFaults(args: Args): Promise<ScenarioResult[]> {
   const scenarios = SCENARIOS.filter((s) => args.scenarios.length === 0 || args.scenarios.includes(s.id));
   const results: ScenarioResult[] = [];
-  const started = Date.now();
   process.stdout.write(
     `soak: ${scenarios.length} scenarios x ${args.backends.join("+")} x ${args.runs} runs; ` +
       `TTL 2 s, re-election bound TTL + 2 s\n`,
@@ -102,7 +134,6 @@ async function main(): Promise<void> {
 
   process.stdout.write(`\n${table(results)}\n`);
   process.stdout.write(`\n${extrasTable(results)}\n`);
-  process.stdout.write(`\ntotal ${((Date.now() - started) / 60_000).toFixed(1)} min\n`);
   if (args.json) {
     writeFileSync(
       args.json,
@@ -113,7 +144,24 @@ async function main(): Promise<void> {
       ),
     );
   }
-  process.exit(results.every((r) => r.ok) && !interrupted ? 0 : 1);
+  return results;
+}
+
+/** The repeating tests, `runs` times each, as npm test runs its files; resolves with whether they all passed. */
+async function soakCliTests(runs: number): Promise<boolean> {
+  const env = { ...process.env, ...Object.fromEntries(REPEATING_TESTS.map((t) => [t.variable, String(runs)])) };
+  const files = REPEATING_TESTS.map((t) => t.file);
+  process.stdout.write(`\nsoak: the repeating tests, ${runs} runs each: ${files.join(", ")}\n`);
+  const testArgs = ["--import", "tsx", "--test", "--test-concurrency=1", "--test-force-exit", "--test-reporter=spec"];
+  cliTests = spawn(process.execPath, [...testArgs, `--test-name-pattern=${REPEATED_TEST_PATTERN}`, ...files], {
+    cwd: REPO_ROOT,
+    env,
+    stdio: "inherit",
+  });
+  const child = cliTests;
+  const code = await new Promise<number | null>((resolve) => child.on("close", (status) => resolve(status)));
+  cliTests = undefined;
+  return code === 0;
 }
 
 function show(ms: number | undefined): string {
