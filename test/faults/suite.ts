@@ -1,16 +1,17 @@
-// Fault injection: every scenario of test/faults/scenarios.ts on both APIs,
+// Fault injection: every scenario of test/faults/scenarios.ts on one backend,
 // with members in their own processes, each behind its own fault proxy, and a
 // checker over what each member recorded about its own leadership. The
 // scenarios and the checks are described in test/faults/runner.ts and in each
-// scenario's title. `npm run soak` runs them many times over.
+// scenario's title. One test file per backend (faults-*.test.ts), so that the
+// three run side by side in `npm test`; `npm run soak` runs them many times over.
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { killAllMembers } from "../kit/member-process";
 import { cleanupEverything, runScenario } from "./runner";
 import { SCENARIOS } from "./scenarios";
-import { FAULT_BACKENDS } from "./types";
+import type { FaultBackend } from "./types";
 
-/** A run takes 5 to 15 s; the runner bounds each of its own steps well within this. */
+/** A run takes 3 to 15 s; the runner bounds each of its own steps well within this. */
 const SCENARIO_TIMEOUT_MS = 120_000;
 
 /** Cleanup that takes longer than this has hung; failing the hook says so instead of holding the run. */
@@ -21,14 +22,17 @@ async function cleanUp(): Promise<void> {
   await killAllMembers();
 }
 
-after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
+const DESCRIPTIONS: Record<FaultBackend, string> = {
+  v2: "etcd v2 API (node-etcd)",
+  v3: "etcd v3 API (etcd3)",
+  nats: "NATS JetStream KV (nats-server 2.9)",
+};
 
-const DESCRIPTIONS = { v2: "etcd v2 API (node-etcd)", v3: "etcd v3 API (etcd3)", nats: "NATS JetStream KV (nats-server 2.9)" };
+/** Declares every scenario that applies to `backend` (the others as skips, with the reason) in the calling test file. */
+export function runFaultSuite(backend: FaultBackend): void {
+  after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
 
-for (const backend of FAULT_BACKENDS) {
   describe(`fault injection, ${DESCRIPTIONS[backend]}`, () => {
-    after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
-
     for (const scenario of SCENARIOS) {
       it(scenario.id, { timeout: SCENARIO_TIMEOUT_MS, skip: scenario.notFor?.[backend] ?? false }, async (t) => {
         const result = await runScenario(scenario, backend);
