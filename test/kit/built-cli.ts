@@ -8,30 +8,36 @@
 // CLI a test process starts checks that no file under src/ is newer than the
 // build, and builds (scripts/build.mjs) if one is. `npm test` builds first
 // (scripts/prepare.sh), so there the check finds nothing to do.
+//
+// A build replaces dist/ whole, and a CLI loads some of its modules only when
+// it needs them; so that a build made meanwhile (by another test file, or by
+// hand) cannot pull files from under CLIs that run, each test process runs
+// the CLI from its own copy of dist/cjs, made once, removed when it exits.
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "./paths";
 
-/** The built command (package.json "bin"). */
-export const BUILT_CLI = join(REPO_ROOT, "dist", "cjs", "cli", "main.js");
-
 const SOURCES = join(REPO_ROOT, "src");
 const BUILD = join(REPO_ROOT, "dist", "cjs");
+const SCRATCH = join(REPO_ROOT, ".tmp");
 /** Held while one test process builds, so that two test files started together do not build over each other. */
-const BUILD_LOCK = join(REPO_ROOT, ".tmp", "test-build.lock");
+const BUILD_LOCK = join(SCRATCH, "test-build.lock");
 /** A lock older than this was left by a test process that died while building. */
 const STALE_LOCK_MS = 120_000;
+/** This process's copy of dist/cjs; inside the repository, so that the CLI finds node_modules as from dist/. */
+const COPY = join(SCRATCH, `test-cli-${process.pid}`);
 
-let checked = false;
+let cli: string | undefined;
 
-/** The path of the built CLI, built first if src/ has changed since the last build. */
+/** The path of the built CLI (package.json "bin"), in this process's copy of the build, built first if src/ has changed. */
 export function builtCli(): string {
-  if (!checked) {
+  if (cli === undefined) {
     buildIfStale();
-    checked = true;
+    copyBuild();
+    cli = join(COPY, "cli", "main.js");
   }
-  return BUILT_CLI;
+  return cli;
 }
 
 /** Why the build is stale (a file newer than it, or no build), or undefined if it is current. */
@@ -60,8 +66,42 @@ function buildIfStale(): void {
   });
 }
 
+function copyBuild(): void {
+  removeLeftCopies();
+  // A build under way elsewhere leaves no dist/ for a moment: wait it out.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      rmSync(COPY, { recursive: true, force: true });
+      cpSync(BUILD, COPY, { recursive: true });
+      if (existsSync(join(COPY, "cli", "main.js"))) break;
+    } catch (err) {
+      if (attempt >= 50) throw err;
+    }
+    if (attempt >= 50) throw new Error(`no CLI in ${BUILD}: run npm run build`);
+    sleepSync(200);
+  }
+  process.on("exit", () => rmSync(COPY, { recursive: true, force: true }));
+}
+
+/** Copies of test processes that died without removing theirs. */
+function removeLeftCopies(): void {
+  for (const name of existsSync(SCRATCH) ? readdirSync(SCRATCH) : []) {
+    const pid = /^test-cli-(\d+)$/.exec(name)?.[1];
+    if (pid !== undefined && !isRunning(Number(pid))) rmSync(join(SCRATCH, name), { recursive: true, force: true });
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 function withBuildLock(body: () => void): void {
-  mkdirSync(join(REPO_ROOT, ".tmp"), { recursive: true });
+  mkdirSync(SCRATCH, { recursive: true });
   for (;;) {
     try {
       mkdirSync(BUILD_LOCK);
