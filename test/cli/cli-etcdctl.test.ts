@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { afterEach, describe, it } from "node:test";
-import { CHILD, startCli, useCliTestEnvironment } from "../kit/cli-process";
+import { startCli, useCliTestEnvironment } from "../kit/cli-process";
+import { CHILD } from "../kit/command-log";
 import { sleep, waitFor } from "../kit/waiting";
 
 const START_MS = 30_000;
@@ -54,8 +55,8 @@ describe("etcd-leader run and etcdctl elect on one key (v3)", { timeout: 90_000 
     const ctl = elect(key, "ctl");
     await waitFor("etcdctl to be elected", START_MS, () => ctl.electedAt());
     const b = startCli(["run", "--json", "--endpoints", endpoint(), "--ttl", "2", "--name", "b", key, "--", process.execPath, CHILD, log.path]);
-    const following = await b.waitForEvent("leader", START_MS);
-    assert.equal(following.leader, "ctl");
+    const following = await b.next("leader", START_MS);
+    assert.equal(following.value, "ctl");
     await sleep(2_000);
     assert.deepEqual(log.records(), [], "run's command does not start while etcdctl leads");
     const resignedFrom = Date.now();

@@ -12,7 +12,9 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { FAULT_BACKENDS } from "../faults/types";
-import { CHILD, NATS_BUCKET_TTL_SECONDS, overlaps, startCli, useCliTestEnvironment, type CliProcess } from "../kit/cli-process";
+import { NATS_BUCKET_TTL_SECONDS, startCli, useCliTestEnvironment, type CliProcess } from "../kit/cli-process";
+import { CHILD, overlaps } from "../kit/command-log";
+import { believedUntil } from "../kit/event-recorder";
 import { inEachOf, runsFrom } from "../kit/repetitions";
 
 const RUNS = runsFrom("CLI_FREEZE_RUNS");
@@ -33,18 +35,15 @@ for (const api of FAULT_BACKENDS) {
         const args = ["run", "--json", "--verbose", ...storeArgs(api), "--ttl", String(TTL_SECONDS), "--grace", "1", "--name", name, key, "--", process.execPath, CHILD, log.path];
         members.set(name, startCli(args));
         if (name === "a") await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
-        else await members.get("b")!.waitForEvent("leader", START_MS);
+        else await members.get("b")!.next("leader", START_MS);
       }
       for (let run = 0; run < RUNS; run++) {
         const leaderStart = log.records().filter((r) => r.event === "start").at(-1)!;
         const leader = members.get(leaderStart.name)!;
         const follower = [...members.entries()].find(([name]) => name !== leaderStart.name)!;
         // The deadline the frozen CLI believed it led until: from its last report before the freeze.
-        const lastUntil = () => {
-          const reports = leader.events.filter((e) => typeof e.until === "string");
-          return Date.parse(reports.at(-1)!.until as string);
-        };
-        const fromEvent = leader.events.length;
+        const lastUntil = () => leader.seen.flatMap((e) => believedUntil(e) ?? []).at(-1)!;
+        const fromEvent = leader.seen.length;
         const fromRecord = log.records().length;
         leader.kill("SIGSTOP");
         const frozenAt = Date.now();
@@ -59,7 +58,7 @@ for (const api of FAULT_BACKENDS) {
         assert.ok(sigterm.at >= until - 1, `run ${run + 1}: SIGTERM at ${sigterm.at} is before the lease deadline ${until}`);
         assert.ok(successor.token > leaderStart.token, "the successor's fencing token is larger");
         leader.kill("SIGCONT");
-        await leader.waitForEvent("leader", FAILOVER_MS, fromEvent);
+        await leader.next("leader", FAILOVER_MS, fromEvent);
       }
       assert.deepEqual(overlaps(log.records()), []);
       for (const cli of members.values()) cli.kill("SIGTERM");

@@ -8,7 +8,8 @@ import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { BACKENDS } from "../faults/types";
-import { CHILD, CommandLog, runCli, startCli, useCliTestEnvironment } from "../kit/cli-process";
+import { runCli, startCli, useCliTestEnvironment } from "../kit/cli-process";
+import { CHILD, CommandLog } from "../kit/command-log";
 
 const START_MS = 30_000;
 
@@ -42,16 +43,16 @@ for (const api of BACKENDS) {
       const key = `/cli-hooks/${randomUUID()}`;
       const log = newLog();
       const a = startCli([...base(api, "a"), "--on-elected", hook(log, "begin", 1), "--on-unelected", hook(log, "end"), "--hook-retries", "1", "--error-delay", "2", key, "--", process.execPath, CHILD, log.path]);
-      const errorState = await a.waitForEvent("error-state", START_MS);
+      const errorState = await a.next("error-state", START_MS);
       assert.deepEqual(log.records().map((r) => r.event), ["begin", "begin", "end"], "two tries, then the end hook undoes it");
-      assert.equal(a.events.filter((e) => e.event === "hook-failed").length, 2);
+      assert.equal(a.count("hook-failed"), 2);
       // Out of the election: nobody leads, so b is elected at once.
       const b = startCli([...base(api, "b"), key, "--", process.execPath, CHILD, log.path]);
       const bStart = await log.waitFor("b's command", START_MS, (r) => r.find((x) => x.event === "start"));
       assert.equal(bStart.name, "b");
       // After the error delay, a joins again and waits behind b.
-      const rejoin = await a.waitForEvent("leader", 15_000, a.events.indexOf(errorState));
-      assert.equal(rejoin.leader, "b");
+      const rejoin = await a.next("leader", 15_000, a.seen.indexOf(errorState));
+      assert.equal(rejoin.value, "b");
       assert.equal(log.records().filter((r) => r.name === "a" && r.event === "start").length, 0, "a's command never ran");
       b.kill("SIGTERM");
       a.kill("SIGTERM");
@@ -98,7 +99,7 @@ describe("etcd-leader run with hooks, leadership lost (v3)", { timeout: 60_000 }
     assert.equal(del.status, 0, del.stderr);
     const { code } = await a.exited;
     assert.equal(code, 75, a.output());
-    assert.ok(a.events.some((e) => e.event === "unelected"));
+    assert.ok(a.count("unelected") > 0);
     assert.deepEqual(log.records().map((r) => r.event), ["begin", "end"]);
   });
 });

@@ -101,11 +101,11 @@ describe("etcd-leader run --backend nats --go-members", { timeout: 60_000 }, () 
   it("is elected only once 0.75 x TTL + 5.2 s have passed since it began watching the key", async () => {
     const cli = new CliProcess(["run", "--json", "--go-members", "--backend", "nats", "--server", server.url, "--bucket", BUCKET, "go-members", "--", "sleep", "60"]);
     try {
-      const joining = await cli.waitForEvent("joining", 15_000);
-      const elected = await cli.waitForEvent("elected", 30_000);
+      const joining = await cli.next("joining", 15_000);
+      const elected = await cli.next("elected", 30_000);
       const waitMs = 0.75 * BUCKET_TTL_SECONDS * 1000 + 5_200;
       // Date.now() in the CLI's own lines; the member began watching after it said it joins.
-      assert.ok(elected.atMs - joining.atMs >= waitMs, `elected ${elected.atMs - joining.atMs} ms after joining, before the ${waitMs} ms a Go leader may believe`);
+      assert.ok(elected.at - joining.at >= waitMs, `elected ${elected.at - joining.at} ms after joining, before the ${waitMs} ms a Go leader may believe`);
       cli.kill("SIGTERM");
       assert.equal((await cli.exited).code, 0);
     } finally {

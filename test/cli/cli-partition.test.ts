@@ -20,7 +20,8 @@ import { afterEach, describe, it } from "node:test";
 import { EtcdAdmin } from "../faults/etcd-admin";
 import { EXTERNAL_DELETE_OVERLAP_MS } from "../faults/store-faults";
 import { BACKENDS, FAULT_BACKENDS } from "../faults/types";
-import { CHILD, NATS_BUCKET, overlaps, startCli, useCliTestEnvironment, type CliProcess, type CliStore } from "../kit/cli-process";
+import { NATS_BUCKET, startCli, useCliTestEnvironment, type CliProcess, type CliStore } from "../kit/cli-process";
+import { CHILD, overlaps } from "../kit/command-log";
 import { FaultProxy } from "../kit/fault-proxy";
 import { inEachOf, runsFrom } from "../kit/repetitions";
 
@@ -58,7 +59,7 @@ for (const api of FAULT_BACKENDS) {
         members.push({ name, proxy, cli: startCli(args) });
         // a leads first; b joins behind it.
         if (name === "a") await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
-        else await members[1]!.cli.waitForEvent("leader", START_MS);
+        else await members[1]!.cli.next("leader", START_MS);
       }
       const cutToAbort: number[] = [];
       const abortBeforeElected: number[] = [];
@@ -69,8 +70,8 @@ for (const api of FAULT_BACKENDS) {
         const leaderStart = starts.at(-1)!;
         const leader = members.find((m) => m.name === leaderStart.name)!;
         const follower = members.find((m) => m !== leader)!;
-        const fromEvent = leader.cli.events.length;
-        const followerFrom = follower.cli.events.length;
+        const fromEvent = leader.cli.seen.length;
+        const followerFrom = follower.cli.seen.length;
         const fromRecord = log.records().length;
         const cutAt = Date.now();
         leader.proxy.setMode("blackhole");
@@ -81,17 +82,17 @@ for (const api of FAULT_BACKENDS) {
         assert.ok(sigterm, `run ${run + 1}: ${leader.name}'s command got SIGTERM`);
         assert.ok(sigterm.at < successor.at, `run ${run + 1}: SIGTERM at ${sigterm.at}, the successor's command started at ${successor.at}`);
         assert.ok(successor.token > leaderStart.token, "the successor's fencing token is larger");
-        const stop = leader.cli.events.slice(fromEvent).find((e) => e.event === "command-stop");
+        const stop = leader.cli.all("command-stop", fromEvent)[0];
         assert.ok(stop, `run ${run + 1}: ${leader.name} reported stopping its command`);
         assert.equal(stop.cause, "LeaseExpiredError", `run ${run + 1}: why the term ended`);
-        const elected = await follower.cli.waitForEvent("elected", FAILOVER_MS, followerFrom);
-        assert.ok(stop.atMs < elected.atMs, `run ${run + 1}: the term ended at ${stop.atMs}, the successor was elected at ${elected.atMs}`);
-        cutToAbort.push(stop.atMs - cutAt);
-        abortBeforeElected.push(elected.atMs - stop.atMs);
-        abortToSigterm.push(sigterm.at - stop.atMs);
+        const elected = await follower.cli.next("elected", FAILOVER_MS, followerFrom);
+        assert.ok(stop.at < elected.at, `run ${run + 1}: the term ended at ${stop.at}, the successor was elected at ${elected.at}`);
+        cutToAbort.push(stop.at - cutAt);
+        abortBeforeElected.push(elected.at - stop.at);
+        abortToSigterm.push(sigterm.at - stop.at);
         sigtermToSuccessor.push(successor.at - sigterm.at);
         leader.proxy.heal();
-        await leader.cli.waitForEvent("leader", FAILOVER_MS, fromEvent);
+        await leader.cli.next("leader", FAILOVER_MS, fromEvent);
       }
       assert.deepEqual(overlaps(log.records()), []);
       t.diagnostic(`${api}: cut -> term abort (command-stop): ${summary(cutToAbort)}`);
@@ -114,7 +115,7 @@ for (const api of BACKENDS) {
         const args = ["run", "--json", "--api", api, "--endpoints", etcd().clientUrls[0]!, "--ttl", "2", "--grace", "1", "--name", name, key, "--", process.execPath, CHILD, log.path];
         clis.push(startCli(args));
         if (name === "a") await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
-        else await clis[1]!.waitForEvent("leader", START_MS);
+        else await clis[1]!.next("leader", START_MS);
       }
       const [a, b] = clis as [CliProcess, CliProcess];
       const first = log.records().find((r) => r.event === "start")!;
@@ -128,7 +129,7 @@ for (const api of BACKENDS) {
         sigterm.at <= successor.at + EXTERNAL_DELETE_OVERLAP_MS,
         `a's command got SIGTERM ${sigterm.at - successor.at} ms after b's command started`,
       );
-      const stop = await a.waitForEvent("command-stop", FAILOVER_MS);
+      const stop = await a.next("command-stop", FAILOVER_MS);
       assert.equal(stop.cause, "MembershipRemovedError");
       assert.ok(successor.token > first.token, "the successor's fencing token is larger");
       assert.deepEqual(overlaps(log.records(), Date.now(), EXTERNAL_DELETE_OVERLAP_MS), []);

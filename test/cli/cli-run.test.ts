@@ -6,7 +6,8 @@ import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { BACKENDS } from "../faults/types";
 import { livingInGroups } from "../fixtures/process-table.cjs";
-import { alive, CHILD, CommandLog, NATS_BUCKET_TTL_SECONDS, overlaps, runCli, startCli, useCliTestEnvironment, type CliStore } from "../kit/cli-process";
+import { NATS_BUCKET_TTL_SECONDS, runCli, startCli, useCliTestEnvironment, type CliStore } from "../kit/cli-process";
+import { alive, CHILD, CommandLog, overlaps } from "../kit/command-log";
 import { inEachOf, runsFrom } from "../kit/repetitions";
 import { sleep, waitFor } from "../kit/waiting";
 
@@ -39,7 +40,7 @@ for (const api of STORES) {
       const a = startCli(runArgs(api, key, "a", log));
       await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
       const b = startCli(runArgs(api, key, "b", log));
-      await b.waitForEvent("leader", START_MS);
+      await b.next("leader", START_MS);
       await sleep(1_500);
       assert.deepEqual(log.records().filter((r) => r.event === "start").map((r) => r.name), ["a"], "only a's command runs");
 
@@ -62,14 +63,14 @@ for (const api of STORES) {
         const a = startCli(runArgs(api, key, "a", log));
         const aStart = await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
         const b = startCli(runArgs(api, key, "b", log));
-        await b.waitForEvent("leader", START_MS);
+        await b.next("leader", START_MS);
 
         const killedAt = Date.now();
         a.kill("SIGKILL");
         const bStart = await log.waitFor("b's command", 15_000, (r) => r.find((x) => x.event === "start" && x.name === "b"));
         const failover = bStart.at - killedAt;
-        const bElected = await b.waitForEvent("elected", 1_000);
-        killFailovers[api]!.push(`${bElected.atMs - killedAt}/${failover}`);
+        const bElected = await b.next("elected", 1_000);
+        killFailovers[api]!.push(`${bElected.at - killedAt}/${failover}`);
         // Liveness with room for a loaded machine; the README gives the measured figures.
         assert.ok(failover < TTL_SECONDS * 1_000 + 1_000 + 2_000, `b's command started ${failover} ms after the SIGKILL`);
         const orphanStopped = log.records().find((r) => r.event === "sigterm" && r.name === "a");
@@ -111,9 +112,9 @@ for (const api of STORES) {
       const start = await log.waitFor("a's command", START_MS, (r) => r.find((x) => x.event === "start"));
       a.kill("SIGTERM");
       const term = await log.waitFor("SIGTERM", 10_000, (r) => r.find((x) => x.event === "sigterm"));
-      const exit = await a.waitForEvent("command-exit", 10_000);
+      const exit = await a.next("command-exit", 10_000);
       assert.equal(exit.signal, "SIGKILL");
-      assert.ok(exit.atMs - term.at >= 900, `SIGKILL ${exit.atMs - term.at} ms after SIGTERM, with a 1 s grace`);
+      assert.ok(exit.at - term.at >= 900, `SIGKILL ${exit.at - term.at} ms after SIGTERM, with a 1 s grace`);
       assert.equal(alive(start.pid), false);
       assert.equal((await a.exited).code, 0);
     });
@@ -124,9 +125,9 @@ for (const api of STORES) {
       const a = startCli(runArgs(api, key, "a", log, ["--restart"]), { CHILD_EXIT_AFTER_MS: "100", CHILD_EXIT_CODE: "1" });
       await log.waitFor("a second start", START_MS, (r) => r.filter((x) => x.event === "start")[1]);
       const starts = log.records().filter((r) => r.event === "start");
-      const elected = await a.waitForEvent("elected", 1_000);
+      const elected = await a.next("elected", 1_000);
       for (const start of starts) {
-        assert.equal(start.token, elected.token, "ETCD_LEADER_TOKEN is the term's fencing token");
+        assert.equal(start.token, elected.value, "ETCD_LEADER_TOKEN is the term's fencing token");
         assert.equal(start.key, key, "ETCD_LEADER_KEY");
         assert.equal(start.name, "a", "ETCD_LEADER_NAME");
       }
@@ -167,16 +168,16 @@ describe("etcd-leader run: signals, and a command's whole process group (etcd v3
   it("a command that forks a process and exits runs until that process is gone, and is stopped with it at the term's end", async () => {
     const key = `/cli/${randomUUID()}`;
     const a = startCli(["run", "--json", ...storeArgs("v3"), "--ttl", "2", "--grace", "1", "--name", "a", key, "--", "/bin/sh", "-c", "sleep 30 & exit 5"]);
-    const start = await a.waitForEvent("command-start", START_MS);
-    const runsOn = await a.waitForEvent("command-runs-on", 5_000);
+    const start = await a.next("command-start", START_MS);
+    const runsOn = await a.next("command-runs-on", 5_000);
     assert.equal(runsOn.code, 5, "the first process's exit code");
     assert.equal(livingInGroups([Number(start.pid)]).length, 1, "its sleep runs");
     await sleep(600);
     assert.ok(a.running, "the CLI goes on leading");
-    assert.equal(a.events.filter((e) => e.event === "command-exit").length, 0, "no exit reported while the sleep runs");
+    assert.equal(a.count("command-exit"), 0, "no exit reported while the sleep runs");
     a.kill("SIGTERM");
     assert.equal((await a.exited).code, 0);
-    const exit = a.events.find((e) => e.event === "command-exit");
+    const exit = a.all("command-exit")[0];
     assert.equal(exit?.code, 5, "the exit reported is the first process's");
     assert.deepEqual(livingInGroups([Number(start.pid)]), [], "the sleep was stopped");
   });
@@ -185,9 +186,9 @@ describe("etcd-leader run: signals, and a command's whole process group (etcd v3
     const key = `/cli/${randomUUID()}`;
     const args = ["run", "--json", ...storeArgs("v3"), "--ttl", "2", "--name", "a", key, "--", "/bin/sh", "-c", "sleep 1 & exit 5"];
     const a = startCli(args);
-    const start = await a.waitForEvent("command-start", START_MS);
+    const start = await a.next("command-start", START_MS);
     assert.equal((await a.exited).code, 5);
-    const exit = a.events.find((e) => e.event === "command-exit")!;
-    assert.ok(exit.atMs - start.atMs >= 900, `the command's exit reported ${exit.atMs - start.atMs} ms after its start, before its sleep ended`);
+    const exit = a.all("command-exit")[0]!;
+    assert.ok(exit.at - start.at >= 900, `the command's exit reported ${exit.at - start.at} ms after its start, before its sleep ended`);
   });
 });

@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, it } from "node:test";
 import { BACKENDS } from "../faults/types";
-import { CHILD, runCli, startCli, useCliTestEnvironment, type CliStore } from "../kit/cli-process";
+import { runCli, startCli, useCliTestEnvironment, type CliStore } from "../kit/cli-process";
+import { CHILD } from "../kit/command-log";
 
 const START_MS = 30_000;
 
@@ -29,19 +30,19 @@ for (const api of STORES) {
 
       const log = newLog();
       const a = startCli(["run", "--json", ...connection(), "--ttl", "2", "--name", "worker-a", key, "--", process.execPath, CHILD, log.path]);
-      const elected = await a.waitForEvent("elected", START_MS);
+      const elected = await a.next("elected", START_MS);
       // On NATS a one-shot read sees the key's latest revision: the fencing token until the
       // leader's first renewal, a larger number after (the entry holds the bare name only).
-      const token = (shown: number) => (api === "nats" && shown >= Number(elected.token) ? elected.token : shown);
+      const token = (shown: number) => (api === "nats" && shown >= Number(elected.value) ? elected.value : shown);
       const readable = await runCli(["who", ...connection(), key]);
       assert.equal(readable.code, 0);
       const shown = /^worker-a leads (\S+) \(fencing token (\d+)\)$/.exec(readable.stdout);
       assert.ok(shown, readable.stdout);
-      assert.deepEqual([shown[1], token(Number(shown[2]))], [key, elected.token]);
+      assert.deepEqual([shown[1], token(Number(shown[2]))], [key, elected.value]);
       const json = await runCli(["status", "--json", ...connection(), key]);
       assert.equal(json.code, 0);
       const parsed = JSON.parse(json.stdout) as { key: string; leader: { name: string; token: number } };
-      assert.deepEqual({ ...parsed, leader: { ...parsed.leader, token: token(parsed.leader.token) } }, { key, leader: { name: "worker-a", token: elected.token } });
+      assert.deepEqual({ ...parsed, leader: { ...parsed.leader, token: token(parsed.leader.token) } }, { key, leader: { name: "worker-a", token: elected.value } });
       a.kill("SIGTERM");
       await a.exited;
     });
@@ -54,25 +55,25 @@ for (const api of STORES) {
         const lines = () => watcher.stdout.map((line) => (format === "json" ? describeJson(line) : line.replace(/^\S+ /, "")));
         const run = (name: string) =>
           startCli(["run", "--json", ...connection(), "--ttl", "2", "--name", name, key, "--", process.execPath, CHILD, log.path]);
-        await watcher.waitUntil("the first line", START_MS, () => lines()[0]);
+        await watcher.until("the first line", START_MS, () => lines()[0]);
         const a = run("a");
-        const aElected = await a.waitForEvent("elected", START_MS);
-        await watcher.waitUntil("a leads", 10_000, () => lines().find((l) => l.startsWith("a leads")));
+        const aElected = await a.next("elected", START_MS);
+        await watcher.until("a leads", 10_000, () => lines().find((l) => l.startsWith("a leads")));
         const b = run("b");
-        await b.waitForEvent("leader", START_MS);
+        await b.next("leader", START_MS);
         a.kill("SIGTERM");
-        const bElected = await b.waitForEvent("elected", 15_000);
-        await watcher.waitUntil("b leads", 10_000, () => lines().find((l) => l.startsWith("b leads")));
+        const bElected = await b.next("elected", 15_000);
+        await watcher.until("b leads", 10_000, () => lines().find((l) => l.startsWith("b leads")));
         b.kill("SIGTERM");
         await b.exited;
-        await watcher.waitUntil("nobody leads again", 10_000, () => (lines().length >= 3 && lines().at(-1)!.startsWith("nobody") ? true : undefined));
+        await watcher.until("nobody leads again", 10_000, () => (lines().length >= 3 && lines().at(-1)!.startsWith("nobody") ? true : undefined));
         // Between a and b there may or may not be a moment with nobody leading, as the watcher sees it.
         const seen = lines().filter((line, i, all) => i === 0 || line !== all[i - 1]);
         const withoutGaps = seen.filter((line, i) => !(line.startsWith("nobody") && i > 0 && i < seen.length - 1));
         assert.deepEqual(withoutGaps, [
           `nobody leads ${key}`,
-          `a leads ${key} (fencing token ${aElected.token})`,
-          `b leads ${key} (fencing token ${bElected.token})`,
+          `a leads ${key} (fencing token ${aElected.value})`,
+          `b leads ${key} (fencing token ${bElected.value})`,
           `nobody leads ${key}`,
         ]);
         if (format === "readable") assert.match(watcher.stdout[0]!, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z /, "lines start with an ISO timestamp");

@@ -38,7 +38,7 @@ export const etcdLongOutage: Scenario = {
     await c.stopEtcd(server);
     await c.sleepUntil(faultAt + outageMs);
     c.check(
-      leader.events.some((e) => e.type === "unelected" && e.at >= faultAt),
+      leader.seen.some((e) => e.event === "unelected" && e.at >= faultAt),
       `${leader.name} did not step down while etcd was down`,
     );
     const startAt = c.mark("start etcd again");

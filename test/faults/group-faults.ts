@@ -6,7 +6,8 @@
 // exit, run the end hook, leave) before then. The runner checks that no
 // process of the old group runs when the next member's work starts, and that
 // none is left at the end.
-import type { MemberEvent, MemberProcess } from "../kit/member-process";
+import type { RecordedEvent, RecordedEventName } from "../kit/event-recorder";
+import type { MemberProcess } from "../kit/member-process";
 import { MEMBER_GRACE_SECONDS } from "../kit/member-process";
 import type { ScenarioContext } from "./runner";
 import type { Scenario, ScenarioOutcome } from "./types";
@@ -48,8 +49,8 @@ export const hookGroupHungUp: Scenario = {
 async function stopTheLeader(
   c: ScenarioContext,
   signal: NodeJS.Signals,
-  workBegan: MemberEvent["type"],
-  workEnded: MemberEvent["type"],
+  workBegan: RecordedEventName,
+  workEnded: RecordedEventName,
 ): Promise<ScenarioOutcome> {
   const leader = c.leader;
   c.expectExit(leader, "left");
@@ -68,7 +69,7 @@ async function stopTheLeader(
         "processes of its group that ignore SIGTERM still ran",
     );
   }
-  await c.waitForEvent(next.member, (e) => e.type === workBegan, next.event.at, 10_000, `its ${workBegan}`);
+  await c.waitForEvent(next.member, (e) => e.event === workBegan, next.event.at, 10_000, `its ${workBegan}`);
   // The runner's check reads the work's own start line, written once it runs.
   await next.member.commandLog.waitFor(`${next.member.name}'s work`, 10_000, (records) =>
     records.find((r) => r.event === "start" && r.name === next.member.name && r.at >= next.event.at),
@@ -76,6 +77,6 @@ async function stopTheLeader(
   return { faultAt, healedAt: faultAt, reelection: "required" };
 }
 
-function lastEvent(member: MemberProcess, type: MemberEvent["type"]): MemberEvent | undefined {
-  return [...member.events].reverse().find((e) => e.type === type);
+function lastEvent(member: MemberProcess, event: RecordedEventName): RecordedEvent | undefined {
+  return member.all(event).at(-1);
 }

@@ -1,4 +1,5 @@
 // Faults of the leader's process: a clean stop, a crash, a freeze.
+import { believedUntil, type RecordedEventName } from "../kit/event-recorder";
 import type { MemberProcess } from "../kit/member-process";
 import type { ScenarioContext } from "./runner";
 import type { Scenario } from "./types";
@@ -52,34 +53,34 @@ export const sigstopLeader: Scenario = {
     const next = await c.waitForElection(c.followers, faultAt, freezeMs + 1_000);
     c.figure("failoverMs", next.event.at - faultAt);
     await c.sleepUntil(faultAt + freezeMs);
-    const thawIndex = leader.events.length;
+    const thawIndex = leader.seen.length;
     const thawAt = c.mark(`SIGCONT ${leader.name}`);
     leader.resume();
-    const unelected = await c.waitForEvent(leader, (e) => e.type === "unelected", thawAt, 3_000, "unelected on waking");
+    const unelected = await c.waitForEvent(leader, (e) => e.event === "unelected", thawAt, 3_000, "unelected on waking");
 
     // Its promises in the frozen term: every one made before the freeze, and the last one over before the successor began.
-    const term = leader.events.slice(termStart, thawIndex);
-    const promised = Math.max(...term.filter((e) => e.type === "believed").map((e) => (e.type === "believed" ? e.until : 0)));
+    const term = leader.seen.slice(termStart, thawIndex);
+    const promised = Math.max(...term.flatMap((e) => believedUntil(e) ?? []));
     c.figure("promiseEndedBeforeSuccessorMs", next.event.at - promised);
     c.figure("unelectedAfterThawMs", unelected.at - thawAt);
     c.check(promised <= next.event.at, `${leader.name} promised to lead until ${promised}, past ${next.member.name}'s election at ${next.event.at}`);
-    const lateBeliefs = leader.events
+    const lateBeliefs = leader.seen
       .slice(thawIndex)
-      .filter((e) => e.type === "believed" && e.at < unelected.at);
+      .filter((e) => believedUntil(e) !== undefined && e.at < unelected.at);
     c.check(lateBeliefs.length === 0, `${leader.name} extended its promise after waking: ${JSON.stringify(lateBeliefs)}`);
 
     // It comes back as a follower of whoever leads, or is elected again with a larger token.
     const back = await c.waitForEvent(
       leader,
-      (e) => e.type === "leader" || e.type === "elected",
+      (e) => e.event === "leader" || e.event === "elected",
       thawAt,
       c.recoveryBoundMs,
       "rejoin as follower or leader",
     );
     c.figure("rejoinedAfterThawMs", back.at - thawAt);
-    if (back.type === "elected") {
-      const successorToken = next.event.type === "elected" ? next.event.token : 0;
-      c.check(back.token > successorToken, `${leader.name} led again with token ${back.token}, not above ${successorToken}`);
+    if (back.event === "elected") {
+      const successorToken = next.event.value;
+      c.check(back.value > successorToken, `${leader.name} led again with token ${back.value}, not above ${successorToken}`);
     }
     return { faultAt, healedAt: faultAt, reelection: "required" };
   },
@@ -91,7 +92,7 @@ export function checkNextInLine(c: ScenarioContext, successor: MemberProcess): v
   c.check(successor === c.followers[0], `${successor.name} took over, not ${c.followers[0]!.name}, the next in line`);
 }
 
-function lastIndexOf(member: MemberProcess, type: string): number {
-  for (let i = member.events.length - 1; i >= 0; i--) if (member.events[i]!.type === type) return i;
+function lastIndexOf(member: MemberProcess, event: RecordedEventName): number {
+  for (let i = member.seen.length - 1; i >= 0; i--) if (member.seen[i]!.event === event) return i;
   return 0;
 }

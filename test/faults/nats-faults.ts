@@ -18,7 +18,7 @@ export const natsKeyPurge: Scenario = {
     const faultAt = c.mark(`purge ${leader.name}'s key from outside`);
     await c.natsAdmin.purgeKey(c.key);
     const next = await c.waitForElection(c.members, faultAt);
-    const stepDown = await c.waitForEvent(leader, (e) => e.type === "unelected", faultAt, c.recoveryBoundMs, "step down");
+    const stepDown = await c.waitForEvent(leader, (e) => e.event === "unelected", faultAt, c.recoveryBoundMs, "step down");
     c.figure("stepDownAfterPurgeMs", stepDown.at - faultAt);
     c.figure("electedAfterPurgeMs", next.event.at - faultAt);
     return { faultAt, healedAt: faultAt, reelection: "required" };
@@ -44,13 +44,13 @@ export const natsBucketRecreate: Scenario = {
     await c.sleep(BUCKET_GONE_MS);
     const madeAt = c.mark("make the bucket again");
     await c.natsAdmin.createBucket();
-    const stepDown = await c.waitForEvent(leader, (e) => e.type === "unelected", faultAt, c.recoveryBoundMs, "step down");
+    const stepDown = await c.waitForEvent(leader, (e) => e.event === "unelected", faultAt, c.recoveryBoundMs, "step down");
     c.figure("stepDownAfterDeleteMs", stepDown.at - faultAt);
     const next = await c.waitForElection(c.members, madeAt);
     c.figure("electedAfterRemakeMs", next.event.at - madeAt);
-    if (next.event.type === "elected") {
-      c.check(next.event.token <= lastRevision, `the token after the remake (${next.event.token}) did not restart`);
-      c.figure("tokenAfterRemake", next.event.token);
+    if (next.event.event === "elected") {
+      c.check(next.event.value <= lastRevision, `the token after the remake (${next.event.value}) did not restart`);
+      c.figure("tokenAfterRemake", next.event.value);
     }
     return { faultAt, healedAt: madeAt, reelection: "required", tokensRestartAt: madeAt };
   },

@@ -25,18 +25,18 @@ async function partitionTheLeader(c: ScenarioContext, mode: "blackhole" | "reset
   c.proxyOf(leader).setMode(mode);
   const next = await c.waitForElection(c.followers, faultAt);
   c.figure("failoverMs", next.event.at - faultAt);
-  const stepDown = await c.waitForEvent(leader, (e) => e.type === "unelected", faultAt, c.recoveryBoundMs, "step down while cut off");
+  const stepDown = await c.waitForEvent(leader, (e) => e.event === "unelected", faultAt, c.recoveryBoundMs, "step down while cut off");
   c.figure("stepDownAfterCutMs", stepDown.at - faultAt);
   await c.sleepUntil(faultAt + cutMs);
   const healAt = c.mark(`heal ${leader.name}'s connection`);
   c.proxyOf(leader).heal();
   c.check(
-    leader.events.some((e) => e.type === "unelected" && e.at >= faultAt && e.at < healAt),
+    leader.seen.some((e) => e.event === "unelected" && e.at >= faultAt && e.at < healAt),
     `${leader.name} did not step down while cut off`,
   );
   const back = await c.waitForEvent(
     leader,
-    (e) => (e.type === "leader" && e.leader === next.member.name) || e.type === "elected",
+    (e) => (e.event === "leader" && e.value === next.member.name) || e.event === "elected",
     healAt,
     c.recoveryBoundMs,
     `rejoin behind ${next.member.name}`,
@@ -100,7 +100,7 @@ async function partitionRacingFollower(c: ScenarioContext): Promise<ScenarioOutc
   await c.sleepUntil(faultAt + cutMs);
   const healAt = c.mark(`heal ${follower.name}'s connection`);
   c.proxyOf(follower).heal();
-  c.check(!follower.events.some((e) => e.type === "elected" && e.at >= faultAt), `${follower.name} was elected while cut off`);
+  c.check(!follower.seen.some((e) => e.event === "elected" && e.at >= faultAt), `${follower.name} was elected while cut off`);
   return { faultAt, healedAt: healAt, reelection: "none" };
 }
 
@@ -118,8 +118,8 @@ export const slowLeaderLink: Scenario = {
     const healAt = c.mark(`heal ${leader.name}'s connection`);
     c.proxyOf(leader).heal();
     const window = (e: { at: number }) => e.at >= faultAt && e.at < healAt;
-    c.figure("leaderStepDowns", leader.events.filter((e) => e.type === "unelected" && window(e)).length);
-    c.figure("electionsDuringDelay", c.members.reduce((n, m) => n + m.events.filter((e) => e.type === "elected" && window(e)).length, 0));
+    c.figure("leaderStepDowns", leader.seen.filter((e) => e.event === "unelected" && window(e)).length);
+    c.figure("electionsDuringDelay", c.members.reduce((n, m) => n + m.seen.filter((e) => e.event === "elected" && window(e)).length, 0));
     return { faultAt, healedAt: healAt, reelection: "optional" };
   },
 };

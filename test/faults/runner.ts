@@ -46,8 +46,10 @@ import {
   type HistoryReport,
   type LeadershipInterval,
 } from "../kit/leadership-history";
-import { CommandLog, overlaps, type ChildRecord } from "../kit/cli-process";
-import { MEMBER_GRACE_SECONDS, spawnMember, type MemberEvent, type MemberProcess } from "../kit/member-process";
+import { CommandLog, overlaps, type ChildRecord } from "../kit/command-log";
+import { firstOf, type EventNamed, type RecordedEvent, type RecordedEventName } from "../kit/event-recorder";
+import { MEMBER_GRACE_SECONDS, spawnMember, type MemberProcess } from "../kit/member-process";
+import { waitFor, withDeadline } from "../kit/waiting";
 import { livingInGroups } from "../fixtures/process-table.cjs";
 import { EtcdAdmin, type LineEntry } from "./etcd-admin";
 import { FAULTS_BUCKET, NatsAdmin } from "./nats-admin";
@@ -61,6 +63,8 @@ const FIRST_ELECTION_TIMEOUT_MS = 30_000;
 const SCENARIO_BUDGET_MS = 40_000;
 /** After the fault: how long the election may take to converge, beyond the TTL. */
 const CONVERGE_SLACK_MS = 3_000;
+/** Each step of the teardown (members killed, proxies closed, servers stopped) must be over within this. */
+const RELEASE_STEP_MS = 15_000;
 /** After the members are gone: how long their commands' groups may take to go (an orphan guard's grace period and more). */
 const GROUPS_GONE_MS = MEMBER_GRACE_SECONDS * 1_000 + 3_000;
 
@@ -222,64 +226,45 @@ export class ScenarioContext {
   }
 
   /** The first event matching `predicate` that is stamped at or after `since`, from any of `members`. */
-  async waitForAnyEvent(
+  waitForAnyEvent(
     members: MemberProcess[],
-    predicate: (event: MemberEvent, member: MemberProcess) => boolean,
+    predicate: (event: RecordedEvent, member: MemberProcess) => boolean,
     since: number,
     timeoutMs: number,
     what: string,
-  ): Promise<{ member: MemberProcess; event: MemberEvent }> {
-    const controller = new AbortController();
-    const signal = AbortSignal.any([this.signal, controller.signal]);
-    try {
-      return await Promise.any(
-        members.map((member) =>
-          member
-            .waitFor((event) => event.at >= since && predicate(event, member), timeoutMs, { signal })
-            .then((event) => ({ member, event })),
-        ),
-      );
-    } catch {
-      this.signal.throwIfAborted();
-      throw new Error(`${what}: not seen within ${timeoutMs} ms`);
-    } finally {
-      controller.abort();
-    }
+  ): Promise<{ member: MemberProcess; event: RecordedEvent }> {
+    return firstOf(members, what, timeoutMs, (event, member) => event.at >= since && predicate(event, member), { signal: this.signal });
   }
 
   /** The first `elected` event at or after `since` among `members`. */
-  waitForElection(members: MemberProcess[], since: number, timeoutMs = this.recoveryBoundMs + 2_000) {
-    return this.waitForAnyEvent(members, (e) => e.type === "elected", since, timeoutMs, "an election");
+  async waitForElection(
+    members: MemberProcess[],
+    since: number,
+    timeoutMs = this.recoveryBoundMs + 2_000,
+  ): Promise<{ member: MemberProcess; event: EventNamed<"elected"> }> {
+    const found = await this.waitForAnyEvent(members, (e) => e.event === "elected", since, timeoutMs, "an election");
+    return found as { member: MemberProcess; event: EventNamed<"elected"> };
   }
 
+  /** The first event of `member` matching `predicate` that is stamped at or after `since`. */
   async waitForEvent(
     member: MemberProcess,
-    predicate: (event: MemberEvent) => boolean,
+    predicate: (event: RecordedEvent) => boolean,
     since: number,
     timeoutMs: number,
     what: string,
-  ): Promise<MemberEvent> {
+  ): Promise<RecordedEvent> {
     return (await this.waitForAnyEvent([member], (e) => predicate(e), since, timeoutMs, `${member.name}: ${what}`)).event;
   }
 
-  /** Polls `probe` every 100 ms until it returns a value, or throws after `timeoutMs`. */
-  async until<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    let lastError: unknown;
-    for (;;) {
-      this.signal.throwIfAborted();
-      try {
-        const value = await probe();
-        if (value !== undefined) return value;
-      } catch (err) {
-        lastError = err;
-      }
-      if (Date.now() >= deadline) {
-        const why = lastError ? ` (last error: ${(lastError as Error).message})` : "";
-        throw new Error(`${what}: not within ${timeoutMs} ms${why}`);
-      }
-      await this.sleep(100);
-    }
+  /** The first `event` of `member` stamped at or after `since`. */
+  async waitForNamed<N extends RecordedEventName>(member: MemberProcess, event: N, since: number, timeoutMs: number, what: string): Promise<EventNamed<N>> {
+    return (await this.waitForEvent(member, (e) => e.event === event, since, timeoutMs, what)) as EventNamed<N>;
+  }
+
+  /** Asks `probe` every 100 ms (a probe that throws is asked again) until it returns a value, or throws after `timeoutMs`. */
+  until<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string): Promise<NonNullable<T>> {
+    return waitFor(what, timeoutMs, probe, { every: 100, signal: this.signal, retryErrors: true });
   }
 
   /** The etcd line of this election, oldest first; on NATS the key's holder alone. */
@@ -317,12 +302,18 @@ export async function cleanupEverything(): Promise<void> {
   live.clear();
 }
 
-async function release(resources: Resources): Promise<void> {
-  await Promise.all(resources.members.map((m) => m.kill("SIGKILL").catch(() => undefined)));
-  await Promise.all(resources.proxies.map((p) => p.close().catch(() => undefined)));
-  await resources.natsAdmin?.close();
-  await resources.nats?.close().catch(() => undefined);
-  await resources.etcd?.close().catch(() => undefined);
+/** Ends what a run started; each step bounded, so that one that hangs is a problem named, not a run that never ends. */
+async function release(resources: Resources): Promise<string[]> {
+  const problems: string[] = [];
+  const step = async (what: string, done: () => Promise<unknown>): Promise<void> => {
+    await withDeadline(done(), RELEASE_STEP_MS, what).catch((err: unknown) => problems.push(`teardown: ${errorText(err)}`));
+  };
+  await step("SIGKILL of the members", () => Promise.all(resources.members.map((m) => m.kill("SIGKILL"))));
+  await step("closing the fault proxies", () => Promise.all(resources.proxies.map((p) => p.close())));
+  if (resources.natsAdmin) await step("closing the NATS admin connection", () => resources.natsAdmin!.close());
+  if (resources.nats) await step("stopping nats-server", () => resources.nats!.close());
+  if (resources.etcd) await step("stopping etcd", () => resources.etcd!.close());
+  return problems;
 }
 
 /** Starts the store a run needs: etcd (with its admin), or a nats-server with the election's bucket. */
@@ -385,7 +376,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     // in the moment it spawns it: a CLI killed between the fork and telling
     // its orphan guard about the new process leaves that command unwatched.
     const workStart = scenario.work === "hook-group" ? "hook-start" : "command-start";
-    await c.waitForEvent(c.leader, (e) => e.type === workStart, first.event.at, 10_000, `its ${workStart}`);
+    await c.waitForEvent(c.leader, (e) => e.event === workStart, first.event.at, 10_000, `its ${workStart}`);
     // And to one whose command has its signal handlers set: it has logged its start.
     await commandLog.waitFor(`${c.leader.name}'s command to run`, 10_000, (records) =>
       records.find((r) => r.event === "start" && r.name === c.leader.name),
@@ -393,7 +384,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     await Promise.all(
       c.members
         .filter((m) => m !== c.leader)
-        .map((m) => c.waitForEvent(m, (e) => e.type === "leader" && e.leader === c.leader.name, 0, 10_000, `follow ${c.leader.name}`)),
+        .map((m) => c.waitForEvent(m, (e) => e.event === "leader" && e.value === c.leader.name, 0, 10_000, `follow ${c.leader.name}`)),
     );
     // On NATS the "line" is the key's holder alone: followers hold nothing.
     const fullLine = c.queue ? memberCount : 1;
@@ -404,7 +395,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     c.followers = c.queue
       ? c.initialLine.slice(1).map((entry) => c.members.find((m) => m.name === entry.name)!)
       : c.members.filter((m) => m !== c.leader);
-    c.mark(`ready: ${c.leader.name} leads (token ${first.event.type === "elected" ? first.event.token : "?"}), line ${c.initialLine.map((e) => e.name).join(" < ")}`);
+    c.mark(`ready: ${c.leader.name} leads (token ${first.event.value}), line ${c.initialLine.map((e) => e.name).join(" < ")}`);
 
     // The fault, within its budget.
     const budget = setTimeout(() => c.abort(`scenario still running after ${SCENARIO_BUDGET_MS} ms`), SCENARIO_BUDGET_MS);
@@ -435,9 +426,9 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     const stopping = c.running();
     await Promise.all(stopping.map((m) => m.stop()));
     for (const member of stopping) {
-      const exit = member.events.at(-1);
-      const left = member.events.some((e) => e.type === "left");
-      if (!left || exit?.type !== "exit" || exit.code !== 0) {
+      const exit = member.seen.at(-1);
+      const left = member.seen.some((e) => e.event === "left");
+      if (!left || exit?.event !== "exit" || exit.code !== 0) {
         problems.push(`${member.name} did not leave cleanly when stopped (${describeExit(member)}, left: ${left})`);
       }
     }
@@ -445,7 +436,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     problems.push(`run failed: ${errorText(err)}`);
   } finally {
     ctx?.abort("run over");
-    await release(resources);
+    problems.push(...(await release(resources)));
     live.delete(resources);
   }
 
@@ -484,10 +475,10 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     for (const member of c.members) {
       const expected = c.expectedExits.get(member);
       if (!expected) continue;
-      const exit = member.events.find((e) => e.type === "exit");
-      if (!exit || exit.type !== "exit") {
+      const exit = member.seen.find((e) => e.event === "exit");
+      if (!exit || exit.event !== "exit") {
         problems.push(`${member.name} was to be ${expected === "left" ? "stopped" : "killed"} but did not exit`);
-      } else if (expected === "left" && (exit.code !== 0 || !member.events.some((e) => e.type === "left"))) {
+      } else if (expected === "left" && (exit.code !== 0 || !member.seen.some((e) => e.event === "left"))) {
         problems.push(`${member.name} was stopped but did not leave and exit 0 (${describeExit(member)})`);
       } else if (expected === "killed" && exit.signal !== "SIGKILL") {
         problems.push(`${member.name} was SIGKILLed but exited otherwise (${describeExit(member)})`);
@@ -558,12 +549,10 @@ async function groupProblems(records: ChildRecord[]): Promise<string[]> {
   }
   const groups = starts.map((r) => r.pgid!);
   if (groups.length === 0) return problems;
-  const deadline = Date.now() + GROUPS_GONE_MS;
-  let left = livingInGroups(groups);
-  while (left.length > 0 && Date.now() < deadline) {
-    await delay(100);
-    left = livingInGroups(groups);
-  }
+  let left: string[] = [];
+  await waitFor("the commands' groups to be gone", GROUPS_GONE_MS, () => (left = livingInGroups(groups)).length === 0, { every: 100 }).catch(
+    () => undefined,
+  );
   if (left.length > 0) {
     problems.push(`processes of the commands' groups still ran ${GROUPS_GONE_MS} ms after every member was gone: ${left.join("; ")}`);
     for (const pgid of groups) {
@@ -583,17 +572,18 @@ async function groupProblems(records: ChildRecord[]): Promise<string[]> {
  * member with the leader's first. Returns a problem, or undefined.
  */
 async function waitSettled(c: ScenarioContext, timeoutMs: number): Promise<string | undefined> {
-  const deadline = Date.now() + timeoutMs;
   let why = "";
-  for (;;) {
+  const settled = async (): Promise<boolean> => {
     why = await settledProblem(c).catch((err: unknown) => `cannot read the line: ${errorText(err)}`);
-    if (!why) {
-      c.mark(`settled: ${c.currentLeader()?.name} leads`);
-      return undefined;
-    }
-    if (Date.now() >= deadline) return `the election did not settle within ${timeoutMs} ms: ${why}`;
-    await delay(100);
+    return why === "";
+  };
+  try {
+    await waitFor("the election to settle", timeoutMs, settled, { every: 100 });
+  } catch {
+    return `the election did not settle within ${timeoutMs} ms: ${why || "a read of the line did not answer"}`;
   }
+  c.mark(`settled: ${c.currentLeader()?.name} leads`);
+  return undefined;
 }
 
 async function settledProblem(c: ScenarioContext): Promise<string> {
@@ -603,8 +593,8 @@ async function settledProblem(c: ScenarioContext): Promise<string> {
   const leader = leaders[0]!;
   for (const member of running) {
     if (member === leader) continue;
-    const latest = [...member.events].reverse().find((e) => e.type === "leader");
-    const name = latest && latest.type === "leader" ? latest.leader : undefined;
+    const latest = [...member.seen].reverse().find((e) => e.event === "leader");
+    const name = latest && latest.event === "leader" ? latest.value : undefined;
     if (name !== leader.name) return `${member.name} follows ${name ?? "nobody"}, not ${leader.name}`;
   }
   const line = await c.line();
@@ -657,8 +647,8 @@ function checkUnbroken(intervals: LeadershipInterval[], leader: string, faultAt:
 }
 
 function describeExit(member: MemberProcess): string {
-  const exit = member.events.find((e) => e.type === "exit");
-  if (!exit || exit.type !== "exit") return "still running";
+  const exit = member.all("exit")[0];
+  if (!exit) return "still running";
   return exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`;
 }
 
@@ -670,27 +660,28 @@ function errorText(err: unknown): string {
 function timeline(c: ScenarioContext, startedAt: number): string {
   const rows: Array<{ at: number; who: string; text: string }> = c.marks.map((m) => ({ at: m.at, who: "runner", text: m.label }));
   for (const member of c.members) {
-    for (const event of member.events) {
+    for (const event of member.seen) {
+      const believed = (until: number | undefined) =>
+        until === undefined ? "" : `believes it leads until +${((until - startedAt) / 1000).toFixed(3)}s`;
       let text: string;
-      switch (event.type) {
+      switch (event.event) {
         case "elected":
-          text = `elected, token ${event.token}`;
+          text = `elected, token ${event.value}; ${believed(event.until)}`;
           break;
-        case "believed":
-          text = `believes it leads until +${((event.until - startedAt) / 1000).toFixed(3)}s`;
+        case "renewed":
+          text = believed(event.until);
           break;
         case "leader":
-          text = `follows ${event.leader}`;
+          text = `follows ${event.value}`;
           break;
         case "error":
-        case "crash":
-          text = `${event.type}: ${event.message.split("\n")[0]!.slice(0, 160)}`;
+          text = `error: ${event.value.message.split("\n")[0]!.slice(0, 160)}`;
           break;
         case "exit":
           text = `exit ${event.signal ?? event.code}`;
           break;
         default:
-          text = event.type;
+          text = event.event;
       }
       rows.push({ at: event.at, who: member.name, text });
     }

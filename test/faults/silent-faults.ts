@@ -40,7 +40,7 @@ export const silentLeader: Scenario = {
     // Past the membership's TTL: a leader that could not renew has stepped down by now, and its membership is gone.
     await c.sleep(c.ttlMs + 1_000);
     await backInTheElection(c, leader, faultAt);
-    const steppedDown = leader.events.some((e) => e.type === "unelected" && e.at >= faultAt);
+    const steppedDown = leader.seen.some((e) => e.event === "unelected" && e.at >= faultAt);
     c.figure("leaderSteppedDown", steppedDown ? 1 : 0);
     return { faultAt, healedAt: faultAt, reelection: "optional" };
   },
@@ -82,8 +82,8 @@ async function backInTheElection(c: ScenarioContext, member: MemberProcess, sinc
       const line = await c.line();
       if (!line.some((e) => e.name === member.name)) return undefined;
       if (member === leader) return true;
-      const latest = [...member.events].reverse().find((e) => e.type === "leader");
-      return latest?.type === "leader" && latest.leader === leader.name ? true : undefined;
+      const latest = [...member.seen].reverse().find((e) => e.event === "leader");
+      return latest?.event === "leader" && latest.value === leader.name ? true : undefined;
     },
     BACK_IN_LINE_BOUND_MS,
     `${member.name} back in the election`,

@@ -20,7 +20,7 @@
 // afterwards, also on Ctrl-C.
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { killAllMembers } from "../kit/member-process";
+import { killAllClis } from "../kit/cli-process";
 import { REPO_ROOT } from "../kit/paths";
 import { REPEATED_TEST_PATTERN, REPEATING_TESTS } from "../kit/repetitions";
 import { cleanupEverything, runScenario, type ScenarioResult } from "./runner";
@@ -92,7 +92,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
     interrupted = true;
     process.stdout.write(`\n${signal}: cleaning up\n`);
     cliTests?.kill(signal);
-    void Promise.all([cleanupEverything(), killAllMembers()]).finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
+    void Promise.all([cleanupEverything(), killAllClis()]).finally(() => process.exit(signal === "SIGINT" ? 130 : 143));
   });
 }
 
@@ -130,7 +130,7 @@ async function soakFaults(args: Args): Promise<ScenarioResult[]> {
     }
   }
   await cleanupEverything();
-  await killAllMembers();
+  await killAllClis();
 
   process.stdout.write(`\n${table(results)}\n`);
   process.stdout.write(`\n${extrasTable(results)}\n`);
@@ -234,6 +234,6 @@ function render(rows: string[][]): string {
 void main().catch(async (err: unknown) => {
   process.stderr.write(`soak: ${err instanceof Error ? err.stack : String(err)}\n`);
   await cleanupEverything();
-  await killAllMembers();
+  await killAllClis();
   process.exit(1);
 });

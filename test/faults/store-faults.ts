@@ -72,7 +72,7 @@ export const externalDelete: Scenario = {
     await (c.queue ? c.admin.deleteKey(entry.key) : c.natsAdmin.deleteKey(entry.key));
     // On NATS the old leader races for the key again too (after its back-off).
     const next = await c.waitForElection(c.queue ? c.followers : c.members, faultAt);
-    const stepDown = await c.waitForEvent(leader, (e) => e.type === "unelected", faultAt, c.recoveryBoundMs, "step down");
+    const stepDown = await c.waitForEvent(leader, (e) => e.event === "unelected", faultAt, c.recoveryBoundMs, "step down");
     c.figure("stepDownAfterDeleteMs", stepDown.at - faultAt);
     c.figure("successorElectedAfterDeleteMs", next.event.at - faultAt);
     // Positive: both believed they led for that long.
@@ -81,7 +81,7 @@ export const externalDelete: Scenario = {
     if (!c.queue) {
       // NATS holds nothing for a follower: the old leader simply follows the new one (or won the race again).
       if (next.member !== leader) {
-        await c.waitForEvent(leader, (e) => e.type === "leader" && e.leader === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
+        await c.waitForEvent(leader, (e) => e.event === "leader" && e.value === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
       }
       return { faultAt, healedAt: faultAt, reelection: "required" };
     }
@@ -96,7 +96,7 @@ export const externalDelete: Scenario = {
     );
     c.figure("rejoinedAfterDeleteMs", Date.now() - faultAt);
     c.check(back.key !== entry.key, `${leader.name}'s deleted key is back`);
-    await c.waitForEvent(leader, (e) => e.type === "leader" && e.leader === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
+    await c.waitForEvent(leader, (e) => e.event === "leader" && e.value === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
     return { faultAt, healedAt: faultAt, reelection: "required" };
   },
 };
@@ -117,7 +117,7 @@ export const wholeElectionDelete: Scenario = {
     await c.admin.deleteElection(c.key);
     const next = await c.waitForElection(c.members, faultAt);
     c.figure("reelectedAfterDeleteMs", next.event.at - faultAt);
-    const stepDown = await c.waitForEvent(c.leader, (e) => e.type === "unelected", faultAt, c.recoveryBoundMs, "step down");
+    const stepDown = await c.waitForEvent(c.leader, (e) => e.event === "unelected", faultAt, c.recoveryBoundMs, "step down");
     c.figure("stepDownAfterDeleteMs", stepDown.at - faultAt);
     await c.until(
       async () => {
@@ -129,11 +129,11 @@ export const wholeElectionDelete: Scenario = {
     );
     c.figure("allRejoinedAfterDeleteMs", Date.now() - faultAt);
     for (const member of c.members) {
-      for (const event of member.events) {
-        if (event.type !== "elected" || event.at < faultAt) continue;
+      for (const event of member.seen) {
+        if (event.event !== "elected" || event.at < faultAt) continue;
         c.check(
-          event.token > newestToken,
-          `${member.name} was elected with token ${event.token}, a membership deleted with the election ` +
+          event.value > newestToken,
+          `${member.name} was elected with token ${event.value}, a membership deleted with the election ` +
             `(newest before the delete: ${newestToken})`,
         );
       }

@@ -6,7 +6,7 @@
 // three run side by side in `npm test`; `npm run soak` runs them many times over.
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import { killAllMembers } from "../kit/member-process";
+import { killAllClis } from "../kit/cli-process";
 import { cleanupEverything, runScenario } from "./runner";
 import { SCENARIOS } from "./scenarios";
 import type { FaultBackend } from "./types";
@@ -19,7 +19,7 @@ const CLEANUP_TIMEOUT_MS = 60_000;
 
 async function cleanUp(): Promise<void> {
   await cleanupEverything();
-  await killAllMembers();
+  await killAllClis();
 }
 
 const DESCRIPTIONS: Record<FaultBackend, string> = {

@@ -1,86 +1,151 @@
-// The `etcd-leader` command as a real process, for the CLI tests: started from
-// the build (built-cli.ts), its state changes read as JSON lines from stderr (pass
-// --json), its stdout kept, and every process started here SIGKILLed by
-// `killAllClis()` in an after hook. Also the shared command log that the
-// commands run under `run` (test/fixtures/cli-child.cjs) append to.
+// The `etcd-leader` command as a real process, for the CLI tests, the fault
+// suite and any test that wants a member it can kill, freeze and thaw like a
+// real service: started from the build (built-cli.ts), its output read line
+// by line, and the state reports it prints with --json (on stderr) recorded
+// as the member's events (event-recorder.ts), its exit last. stdout is kept
+// as printed (who and watch answer there; run's command writes there).
+//
+// Every CLI started here is tracked until it exits: `killAllClis()` belongs in
+// an `after` hook, and a process "exit" hook SIGKILLs whatever is left if a
+// test run ends without it (the orphan guard of each CLI then stops its
+// command).
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, afterEach, before } from "node:test";
 import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
-import { livingProcesses } from "../fixtures/process-table.cjs";
 import { builtCli } from "./built-cli";
+import { CommandLog } from "./command-log";
 import { startEtcd, type EtcdCluster } from "./etcd-server";
+import { EventRecorder, type CliStepName, type RecordedEvent } from "./event-recorder";
 import { startNats, type NatsServer } from "./nats-server";
 import { REPO_ROOT } from "./paths";
-import { exitOrFail, sleep } from "./waiting";
+import { exitOrFail } from "./waiting";
 
-export const CHILD = join(REPO_ROOT, "test", "fixtures", "cli-child.cjs");
+/** Lines of output kept for failure messages. */
+const RECENT_LINES = 40;
+/** After the CLI exits, whatever holds its stdout or stderr open (its command, its guard) must be gone within this. */
+const PIPES_HELD_MS = 10_000;
 
-/** A state change the CLI reported (run --json): `event` as in src/cli/commands/run.ts, `at` as Date.now(). */
-export interface CliEvent {
-  event: string;
-  atMs: number;
-  [field: string]: unknown;
+export interface CliOptions {
+  /** Added to this process's environment. */
+  env?: NodeJS.ProcessEnv;
+  /** Start the CLI as the leader of a process group of its own, as a supervisor or a shell would. */
+  ownGroup?: boolean;
+  /** Whom the recorder names in messages; default the --name it is given, else "cli". */
+  name?: string;
 }
 
 const running = new Set<CliProcess>();
 
-export class CliProcess {
-  readonly events: CliEvent[] = [];
+export class CliProcess extends EventRecorder {
+  readonly name: string;
+  readonly pid: number;
+  /** Every line on stdout, and on stderr, as printed. */
   readonly stdout: string[] = [];
   readonly stderr: string[] = [];
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Output that is not a state report: stdout, and stderr lines a member writes only when something is wrong. */
+  readonly unexpectedOutput: string[] = [];
+  /** Resolves with the exit event once the process is gone and its output read. */
+  readonly exited: Promise<Extract<RecordedEvent, { event: "exit" }>>;
   private readonly child: ChildProcessWithoutNullStreams;
-  private readonly listeners = new Set<() => void>();
+  /** The latest lines of both streams, in arrival order. */
+  private readonly recent: string[] = [];
+  private paused = false;
 
-  /** `ownGroup`: start the CLI as the leader of a process group of its own, as a supervisor or a shell would. */
-  constructor(readonly args: string[], env: NodeJS.ProcessEnv = {}, ownGroup = false) {
+  constructor(readonly args: string[], { env = {}, ownGroup = false, name }: CliOptions = {}) {
+    super(undefined, name ?? (args.includes("--name") ? args[args.indexOf("--name") + 1]! : "cli"));
+    this.name = this.who;
     this.child = spawn(process.execPath, [builtCli(), ...args], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...env },
       detached: ownGroup,
     }) as ChildProcessWithoutNullStreams;
+    if (this.child.pid === undefined) throw new Error(`could not start the CLI (${this.name})`);
+    this.pid = this.child.pid;
     this.child.stdin.end();
     running.add(this);
     createInterface({ input: this.child.stdout }).on("line", (line) => {
       this.stdout.push(line);
-      this.notify();
+      this.remember(`stdout| ${line}`);
+      this.unexpectedOutput.push(line);
     });
     createInterface({ input: this.child.stderr }).on("line", (line) => {
       this.stderr.push(line);
-      try {
-        const parsed = JSON.parse(line) as { at?: string; event?: string };
-        if (typeof parsed.event === "string" && typeof parsed.at === "string") {
-          this.events.push({ ...parsed, event: parsed.event, atMs: Date.parse(parsed.at) });
-        }
-      } catch {
-        // a readable line or an error message
-      }
-      this.notify();
+      this.remember(`stderr| ${line}`);
+      const event = reportedEvent(line);
+      if (event) this.record(event);
+      else if (line.trim()) this.unexpectedOutput.push(line);
     });
+
+    let exitAt = Date.now();
     this.exited = new Promise((resolve) => {
-      this.child.on("close", (code, signal) => {
+      let settled = false;
+      const settle = (code: number | null, signal: NodeJS.Signals | null) => {
+        if (settled) return;
+        settled = true;
         running.delete(this);
-        resolve({ code, signal });
-        this.notify();
+        const event = { event: "exit" as const, value: undefined, at: exitAt, code, signal };
+        this.record(event);
+        resolve(event);
+      };
+      // "close" comes after the output is drained, so the exit event is always last.
+      this.child.on("close", settle);
+      this.child.on("exit", (code, signal) => {
+        exitAt = Date.now();
+        // Whatever still holds the CLI's stdout or stderr is a process it started: its command, or
+        // its orphan guard, which both should be gone soon after it. Say so instead of waiting forever.
+        setTimeout(() => {
+          if (settled) return;
+          this.unexpectedOutput.push(`stdout/stderr still held open ${PIPES_HELD_MS} ms after the CLI exited: a command or guard left running`);
+          settle(code, signal);
+        }, PIPES_HELD_MS).unref();
       });
     });
-  }
-
-  get pid(): number {
-    return this.child.pid!;
   }
 
   get running(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
-  kill(signal: NodeJS.Signals): void {
-    if (this.running) this.child.kill(signal);
+  /**
+   * Sends `signal`. SIGSTOP and SIGCONT freeze and thaw it (see pause());
+   * for any other, resolves once the process is gone.
+   */
+  async kill(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
+    if (!this.running) return;
+    if (signal === "SIGSTOP") return this.pause();
+    if (signal === "SIGCONT") return this.resume();
+    this.child.kill(signal);
+    // A frozen process only acts on a signal once thawed.
+    if (this.paused) this.resume();
+    await this.exited;
+  }
+
+  /** Freezes the CLI (SIGSTOP): it neither renews nor stops its command itself; its orphan guard still does at the deadline. */
+  pause(): void {
+    if (!this.running) return;
+    this.child.kill("SIGSTOP");
+    this.paused = true;
+  }
+
+  resume(): void {
+    if (!this.running) return;
+    this.child.kill("SIGCONT");
+    this.paused = false;
+  }
+
+  /** SIGTERM, as a supervisor stops it: stop the command, leave, exit 0; SIGKILL if it has not exited within `graceMs`. */
+  async stop(graceMs = 8_000): Promise<void> {
+    if (!this.running) {
+      await this.exited;
+      return;
+    }
+    if (this.paused) this.resume();
+    this.child.kill("SIGTERM");
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), graceMs);
+    await this.exited;
+    clearTimeout(timer);
   }
 
   /**
@@ -91,7 +156,7 @@ export class CliProcess {
   hangUp(): void {
     this.child.stdout.destroy();
     this.child.stderr.destroy();
-    this.kill("SIGHUP");
+    this.child.kill("SIGHUP");
   }
 
   /** Signals the CLI's whole process group (started with `ownGroup`). */
@@ -103,135 +168,79 @@ export class CliProcess {
     }
   }
 
-  /** The first event named `event` (from index `from`), waiting up to `timeoutMs`. */
-  waitForEvent(event: string, timeoutMs: number, from = 0): Promise<CliEvent> {
-    return this.waitUntil(`event ${event}`, timeoutMs, () => this.events.slice(from).find((e) => e.event === event));
-  }
-
-  waitUntil<T>(what: string, timeoutMs: number, probe: () => T | undefined): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const value = probe();
-        if (value !== undefined && value !== false) finish(() => resolve(value));
-        else if (!this.running && this.child.stdout.readableEnded && this.child.stderr.readableEnded) {
-          finish(() => reject(new Error(`cli exited before ${what}\n${this.output()}`)));
-        }
-      };
-      const timer = setTimeout(() => finish(() => reject(new Error(`no ${what} within ${timeoutMs} ms\n${this.output()}`))), timeoutMs);
-      const finish = (settle: () => void) => {
-        clearTimeout(timer);
-        this.listeners.delete(check);
-        settle();
-      };
-      this.listeners.add(check);
-      check();
-    });
-  }
-
+  /** The last lines the CLI wrote, stdout and stderr, for failure messages. */
   output(): string {
-    return [...this.stderr.slice(-30).map((l) => `  stderr| ${l}`), ...this.stdout.slice(-10).map((l) => `  stdout| ${l}`)].join("\n");
+    return this.recent.length === 0 ? `  ${this.name}| (no output)` : this.recent.map((line) => `  ${this.name} ${line}`).join("\n");
   }
 
-  private notify(): void {
-    for (const listener of [...this.listeners]) listener();
+  override describe(): string {
+    return this.output();
+  }
+
+  /** @internal: for the exit hook, which cannot wait. */
+  killNow(): void {
+    if (this.running) this.child.kill("SIGKILL");
+  }
+
+  private remember(line: string): void {
+    this.recent.push(line);
+    if (this.recent.length > RECENT_LINES) this.recent.shift();
   }
 }
 
 export function startCli(args: string[], env: NodeJS.ProcessEnv = {}, ownGroup = false): CliProcess {
-  return new CliProcess(args, env, ownGroup);
+  return new CliProcess(args, { env, ownGroup });
 }
 
 /** Runs the CLI to its end; `timeoutMs` bounds it (then SIGKILL and reject). */
 export async function runCli(args: string[], timeoutMs = 30_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const cli = startCli(args, env);
-  const timer = setTimeout(() => cli.kill("SIGKILL"), timeoutMs);
+  const timer = setTimeout(() => cli.killNow(), timeoutMs);
   const { code } = await cli.exited;
   clearTimeout(timer);
   return { code, stdout: cli.stdout.join("\n"), stderr: cli.stderr.join("\n") };
 }
 
+/** SIGKILLs every CLI still running and waits until they are gone. For `after` hooks. */
 export async function killAllClis(): Promise<void> {
-  await Promise.all([...running].map((cli) => (cli.kill("SIGKILL"), cli.exited)));
+  await Promise.all([...running].map((cli) => cli.kill("SIGKILL")));
 }
 
-/** One line of the shared command log (test/fixtures/cli-child.cjs). */
-export interface ChildRecord {
-  /** The command's own events, and "begin" and "end" from the hooks of test/cli/cli-hooks.test.ts. */
-  event: "start" | "sigterm" | "exit" | "begin" | "end";
-  name: string;
-  token: number;
-  pid: number;
-  at: number;
-  key?: string;
-  /** A start's process group, with CHILD_GROUP. */
-  pgid?: number;
-  /** With CHILD_GROUP: the processes of earlier starts' groups that still ran when this one started (ps; no zombies). */
-  earlierGroupsRunning?: string[];
+/** CLIs still running, for tests that check they cleaned up. */
+export function runningClis(): CliProcess[] {
+  return [...running];
 }
 
-/** A temporary file the commands of one test append to. */
-export class CommandLog {
-  private readonly dir = mkdtempSync(join(tmpdir(), "etcd-leader-cli-"));
-  readonly path = join(this.dir, "commands.log");
+process.on("exit", () => {
+  for (const cli of running) cli.killNow();
+});
 
-  records(): ChildRecord[] {
-    let text = "";
-    try {
-      text = readFileSync(this.path, "utf8");
-    } catch {
-      return [];
-    }
-    return text.split("\n").filter((line) => line !== "").map((line) => JSON.parse(line) as ChildRecord);
+/** The event a line of `run --json` (or `watch --json`'s stderr) reports; undefined for a line that is not a state report. */
+export function reportedEvent(line: string): RecordedEvent | undefined {
+  let report: Record<string, unknown>;
+  try {
+    report = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return undefined;
   }
-
-  async waitFor(what: string, timeoutMs: number, probe: (records: ChildRecord[]) => ChildRecord | undefined): Promise<ChildRecord> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = probe(this.records());
-      if (found) return found;
-      if (Date.now() > deadline) throw new Error(`no ${what} in the command log within ${timeoutMs} ms:\n${JSON.stringify(this.records(), null, 1)}`);
-      await sleep(10);
-    }
+  if (typeof report !== "object" || report === null || typeof report.event !== "string" || typeof report.at !== "string") return undefined;
+  const { event, at: stamp, ...fields } = report;
+  const at = Date.parse(stamp as string);
+  const until = typeof fields.until === "string" ? Date.parse(fields.until) : undefined;
+  switch (event) {
+    case "elected":
+      return { event, value: Number(fields.token), at, ...(until === undefined ? {} : { until }) };
+    case "renewed":
+      return { event, value: undefined, at, until: until ?? Number.NaN };
+    case "unelected":
+      return { event, value: undefined, at };
+    case "leader":
+      return { event, value: String(fields.leader), at };
+    case "error":
+      return { event, value: new Error(String(fields.error)), at };
+    default:
+      return { ...fields, event: event as CliStepName, value: undefined, at };
   }
-
-  remove(): void {
-    rmSync(this.dir, { recursive: true, force: true });
-  }
-}
-
-/**
- * Whether process `pid` still runs. A zombie does not: an orphan's zombie
- * stays until PID 1 reaps it, which in many containers it never does.
- */
-export function alive(pid: number): boolean {
-  return livingProcesses().some((process) => process.pid === pid);
-}
-
-/**
- * Checks that no two members' commands ran at once: each command runs from its
- * `start` until its `sigterm` (the moment it was told to stop) or `exit`, and
- * no other member's command starts within that span (by more than
- * `allowedMs`). Returns the violations.
- */
-export function overlaps(records: ChildRecord[], now = Date.now(), allowedMs = 0): string[] {
-  const spans = new Map<number, { name: string; from: number; to: number }>();
-  for (const record of records) {
-    if (record.event === "start") spans.set(record.pid, { name: record.name, from: record.at, to: now });
-    else {
-      const span = spans.get(record.pid);
-      if (span && span.to === now) span.to = record.at;
-    }
-  }
-  const list = [...spans.values()].sort((a, b) => a.from - b.from);
-  const problems: string[] = [];
-  let latest: { name: string; from: number; to: number } | undefined;
-  for (const span of list) {
-    if (latest && latest.name !== span.name && latest.to - span.from > allowedMs) {
-      problems.push(`${span.name}'s command started at ${span.from}, while ${latest.name}'s ran until ${latest.to}`);
-    }
-    if (!latest || span.to > latest.to) latest = span;
-  }
-  return problems;
 }
 
 /** The stores a CLI test can point the command at: etcd through either API, or a NATS KV bucket. */

@@ -3,14 +3,9 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { startEtcd, type EtcdCluster } from "./etcd-server";
 import { checkHistories, formatReport } from "./leadership-history";
-import {
-  killAllMembers,
-  runningMembers,
-  spawnMember,
-  spawnMembers,
-  waitForAny,
-  type MemberProcess,
-} from "./member-process";
+import { killAllClis, runningClis } from "./cli-process";
+import { firstOf, type RecordedEvent } from "./event-recorder";
+import { spawnMember, spawnMembers, type MemberProcess } from "./member-process";
 
 const TTL_SECONDS = 2;
 
@@ -22,15 +17,15 @@ describe("election members in their own processes", () => {
     etcd = await startEtcd();
   });
   after(async () => {
-    await killAllMembers();
+    await killAllClis();
     await etcd?.close();
   });
 
   test("three v2 members: one leader, and another after it is SIGKILLed", async (t) => {
     const members = spawnMembers(3, { backend: "v2", hosts: etcd.hostPorts, key: freshKey(), ttl: TTL_SECONDS });
-    const first = await waitForAny(members, (event) => event.type === "elected", 15_000);
+    const first = await firstOf(members, "an election", 15_000, is("elected"));
     // Give the others time to (wrongly) believe they lead too.
-    await waitForAny(members.filter((m) => m !== first.member), (event) => event.type === "leader", 5_000);
+    await firstOf(members.filter((m) => m !== first.member), "a follower", 5_000, is("leader"));
     await new Promise((resolve) => setTimeout(resolve, 500));
     assert.deepEqual(leaders(members), [first.member.name]);
     assert.equal(electedCount(members), 1);
@@ -38,7 +33,7 @@ describe("election members in their own processes", () => {
     const killedAt = Date.now();
     await first.member.kill("SIGKILL");
     const survivors = members.filter((m) => m !== first.member);
-    const second = await waitForAny(survivors, (event) => event.type === "elected", 4 * TTL_SECONDS * 1_000);
+    const second = await firstOf(survivors, "the next election", 4 * TTL_SECONDS * 1_000, is("elected"));
     const failoverMs = second.event.at - killedAt;
     // The killed leader's key has to expire first: that takes up to a TTL, never much more.
     assert.ok(failoverMs <= (TTL_SECONDS + 1.5) * 1_000, `failover took ${failoverMs} ms`);
@@ -47,8 +42,8 @@ describe("election members in their own processes", () => {
 
     await Promise.all(survivors.map((m) => m.stop()));
     for (const member of survivors) {
-      assert.ok(member.events.some((e) => e.type === "left"), `${member.name} did not leave:\n${member.recentOutput()}`);
-      assert.equal(member.events.at(-1)?.type, "exit");
+      assert.ok(member.seen.some(is("left")), `${member.name} did not leave:\n${member.output()}`);
+      assert.equal(member.seen.at(-1)?.event, "exit");
     }
 
     const report = checkHistories(
@@ -66,17 +61,17 @@ describe("election members in their own processes", () => {
 
   test("a frozen leader is replaced, and admits it once thawed", async (t) => {
     const members = spawnMembers(2, { backend: "v2", hosts: etcd.hostPorts, key: freshKey(), ttl: TTL_SECONDS, namePrefix: "f" });
-    const first = await waitForAny(members, (event) => event.type === "elected", 15_000);
+    const first = await firstOf(members, "an election", 15_000, is("elected"));
     const other = members.find((m) => m !== first.member)!;
-    await other.waitFor((event) => event.type === "leader", 5_000);
+    await other.next("leader", 5_000);
 
     first.member.pause();
-    await other.waitFor((event) => event.type === "elected", 4 * TTL_SECONDS * 1_000);
+    await other.next("elected", 4 * TTL_SECONDS * 1_000);
     // Stay frozen well into the new term, so that believing past the promise would show as a long overlap.
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const thawIndex = first.member.events.length;
+    const thawIndex = first.member.mark;
     first.member.resume();
-    await first.member.waitFor((event) => event.type === "unelected", 5_000, { fromIndex: thawIndex });
+    await first.member.next("unelected", 5_000, thawIndex);
 
     await Promise.all(members.map((m) => m.stop()));
     const report = checkHistories(
@@ -94,12 +89,12 @@ describe("election members in their own processes", () => {
   test("v3 members: a leader that exits cleanly hands over without waiting for its lease", async () => {
     const members = spawnMembers(2, { backend: "v3", hosts: etcd.hostPorts, key: freshKey(), ttl: TTL_SECONDS, namePrefix: "v" });
     await explained(members, async () => {
-      const first = await waitForAny(members, (event) => event.type === "elected", 15_000);
+      const first = await firstOf(members, "an election", 15_000, is("elected"));
       const other = members.find((m) => m !== first.member)!;
-      await other.waitFor((event) => event.type === "leader", 5_000);
+      await other.next("leader", 5_000);
       const exitAt = Date.now();
       await first.member.stop();
-      const next = await other.waitFor((event) => event.type === "elected", 4 * TTL_SECONDS * 1_000);
+      const next = await other.next("elected", 4 * TTL_SECONDS * 1_000);
       // leave() revoked the lease, so the handover does not wait for the TTL.
       assert.ok(next.at - exitAt < TTL_SECONDS * 1_000, `handover took ${next.at - exitAt} ms`);
       await other.stop();
@@ -112,27 +107,27 @@ describe("election members in their own processes", () => {
     });
   });
 
-  test("waitFor gives up with the member's output; stop() leaves and exits 0", async () => {
+  test("a wait gives up with the member's output; stop() leaves and exits 0", async () => {
     const member = spawnMember({ backend: "v2", hosts: etcd.hostPorts, key: freshKey(), name: "solo", ttl: TTL_SECONDS });
-    await member.waitFor((event) => event.type === "elected", 15_000);
+    await member.next("elected", 15_000);
     assert.equal(member.isLeaderNow(), true);
-    await assert.rejects(member.waitFor((event) => event.type === "crash", 200), (err: Error) => {
-      assert.match(err.message, /solo: no matching event within 200 ms/);
+    await assert.rejects(member.next("error-state", 200), (err: Error) => {
+      assert.match(err.message, /solo: error-state: not within 200 ms/);
       assert.match(err.message, /"event":"elected"/);
       return true;
     });
     await member.stop();
     assert.equal(member.isLeaderNow(), false);
-    const exit = member.events.at(-1);
-    assert.deepEqual(exit && exit.type === "exit" ? [exit.code, exit.signal] : exit, [0, null]);
-    await assert.rejects(member.waitFor((event) => event.type === "elected", 1_000, { fromIndex: member.events.length }), /exited/);
+    const exit = member.seen.at(-1);
+    assert.deepEqual(exit && exit.event === "exit" ? [exit.code, exit.signal] : exit, [0, null]);
+    await assert.rejects(member.next("elected", 1_000, member.mark), /exited first/);
   });
 
-  test("killAllMembers leaves no process behind", async () => {
+  test("killAllClis leaves no process behind", async () => {
     const members: MemberProcess[] = spawnMembers(2, { backend: "v2", hosts: etcd.hostPorts, key: freshKey(), ttl: TTL_SECONDS, namePrefix: "k" });
     members[1]!.pause();
-    await killAllMembers();
-    assert.deepEqual(runningMembers(), []);
+    await killAllClis();
+    assert.deepEqual(runningClis(), []);
     for (const member of members) {
       assert.throws(() => process.kill(member.pid, 0), { code: "ESRCH" }, `${member.name} (${member.pid}) still exists`);
     }
@@ -145,7 +140,7 @@ async function explained(members: MemberProcess[], body: () => Promise<void>): P
     await body();
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    throw new Error(`${message}\n--- all members:\n${members.map((m) => m.recentOutput()).join("\n")}`, { cause: err });
+    throw new Error(`${message}\n--- all members:\n${members.map((m) => m.output()).join("\n")}`, { cause: err });
   }
 }
 
@@ -154,5 +149,9 @@ function leaders(members: MemberProcess[]): string[] {
 }
 
 function electedCount(members: MemberProcess[]): number {
-  return members.reduce((n, m) => n + m.events.filter((e) => e.type === "elected").length, 0);
+  return members.reduce((n, m) => n + m.count("elected"), 0);
+}
+
+function is(name: RecordedEvent["event"]): (event: RecordedEvent) => boolean {
+  return (event) => event.event === name;
 }
