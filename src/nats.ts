@@ -21,6 +21,7 @@
 import type { Leader } from "./contract/backend";
 import { NatsKvBackend } from "./stores/nats-kv/recipe";
 import { checkBucket, checkKey, type NatsKvBucket } from "./stores/nats-kv/nats/client";
+import { NatsKvAdapter } from "./stores/nats-kv/nats/adapter";
 
 export type { NatsKvBucket };
 import { Election } from "./election/election";
@@ -103,7 +104,7 @@ function backendFor(bucket: unknown, key: unknown, name: unknown, nameRole?: "na
   if (nameRole && (typeof name !== "string" || name.trim() === "")) {
     throw new TypeError(`name must be a non-empty string, got ${JSON.stringify(name)}`);
   }
-  return new NatsKvBackend(bucket, key, String(name));
+  return new NatsKvBackend(new NatsKvAdapter(bucket), key, String(name));
 }
 
 /** The timeout for the reads made before the options are resolved against the bucket. */

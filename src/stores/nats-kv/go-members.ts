@@ -40,6 +40,7 @@
 import { deadline, untilAborted } from "../../util/abort";
 import type { Claim } from "../../contract/backend";
 import { Backoff } from "../../util/backoff";
+import type { Clock } from "../../util/clock";
 import { isMembershipLost } from "../../contract/errors";
 import { log } from "../../util/log";
 import type { KeyHolder, NatsMembership } from "./holder";
@@ -67,6 +68,8 @@ export class GoMemberWait {
   constructor(
     private readonly holder: KeyHolder,
     private readonly timing: GoMemberTiming,
+    private readonly clock: Clock,
+    private readonly random: () => number,
   ) {}
 
   /**
@@ -91,7 +94,7 @@ export class GoMemberWait {
     let confirmedSentAt = won.sentAt;
     let renewAt = confirmedSentAt + refreshInterval;
     // As the state machine's renewals back off: several tries fit in what is left of the TTL.
-    const backoff = new Backoff(retryInitialDelay, Math.max(retryInitialDelay, Math.min(retryMaxDelay, refreshInterval / 4)));
+    const backoff = new Backoff(retryInitialDelay, Math.max(retryInitialDelay, Math.min(retryMaxDelay, refreshInterval / 4)), this.random);
     let renewing: Promise<void> | undefined;
     try {
       for (;;) {
@@ -100,16 +103,16 @@ export class GoMemberWait {
           if (before !== "pending") {
             bounded = true;
             if (typeof before === "number") leadAt = Math.min(leadAt, before + belief);
-            log.nats("won %s (token %d): Go members stand down %d ms from now", membership.id, won.token, Math.round(leadAt - performance.now()));
+            log.nats("won %s (token %d): Go members stand down %d ms from now", membership.id, won.token, Math.round(leadAt - this.clock.now()));
           }
         }
-        const now = performance.now();
+        const now = this.clock.now();
         // Led on only with a write confirmed within the refresh interval, as
         // the state machine would renew first: after failed renewals, once one succeeds.
         if (now >= leadAt && now < confirmedSentAt + refreshInterval) return { ...won, sentAt: confirmedSentAt };
         if (now >= renewAt) {
-          const sentAt = performance.now();
-          const bound = deadline(requestTimeout);
+          const sentAt = this.clock.now();
+          const bound = deadline(requestTimeout, this.clock);
           renewing = this.holder.renew(membership, bound.signal).finally(bound.clear);
           try {
             await untilAborted("renew", renewing, signal);
@@ -119,7 +122,7 @@ export class GoMemberWait {
           } catch (err) {
             if (signal.aborted) throw err;
             if (isMembershipLost(err)) return undefined;
-            renewAt = performance.now() + backoff.next();
+            renewAt = this.clock.now() + backoff.next();
             log.nats("renewing %s while Go members stand down failed: %s", membership.id, (err as Error).message);
           }
           continue;
@@ -138,7 +141,12 @@ export class GoMemberWait {
   private giveBack(membership: NatsMembership, renewing: Promise<void> | undefined): void {
     void (async () => {
       await renewing?.catch(() => undefined);
-      await this.holder.leave(membership, AbortSignal.timeout(this.timing.requestTimeout));
+      const bound = deadline(this.timing.requestTimeout, this.clock);
+      try {
+        await this.holder.leave(membership, bound.signal);
+      } finally {
+        bound.clear();
+      }
     })().then(
       () => log.nats("gave back %s (token %d), won while Go members stood down", membership.id, membership.token),
       (err: unknown) => log.nats("could not give back %s: %s", membership.id, (err as Error).message),

@@ -8,10 +8,12 @@
 // (An update of ours that timed out yet was applied later makes the next one
 // fail too: a needless step-down, never two leaders.)
 import { untilAborted } from "../../util/abort";
+import type { Clock } from "../../util/clock";
 import type { Membership } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
+import { readKey, type KeyState } from "./key-state";
+import type { NatsKvPort } from "./port";
 import { KeyWatch } from "./watch";
-import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats/client";
 
 export interface NatsMembership extends Membership {
   /** The election key. */
@@ -26,9 +28,10 @@ export interface NatsMembership extends Membership {
 
 export class KeyHolder {
   constructor(
-    private readonly bucket: NatsKvBucket,
+    private readonly kv: NatsKvPort,
     private readonly key: string,
     private readonly name: string,
+    private readonly clock: Clock,
   ) {}
 
   membership(revision: number): NatsMembership {
@@ -36,16 +39,16 @@ export class KeyHolder {
   }
 
   async renew(membership: NatsMembership, signal: AbortSignal): Promise<void> {
-    const update = this.bucket.update(this.key, this.name, membership.revision);
+    const update = this.kv.update(this.key, this.name, membership.revision);
     membership.renewing = update;
     try {
       const revision = await untilAborted("renew", update, signal);
       membership.revision = Math.max(membership.revision, revision);
     } catch (err) {
-      const current = wrongLastSequence(err);
+      const current = this.kv.wrongLastSequence(err);
       if (current !== undefined) throw lost(membership, `its revision ${membership.revision} is stale (the key is at ${current})`, err);
       // The bucket was deleted: so was the key. (Made again, it starts empty.)
-      if (isBucketMissing(err)) throw lost(membership, "the bucket is gone", err);
+      if (this.kv.isBucketMissing(err)) throw lost(membership, "the bucket is gone", err);
       throw err;
     } finally {
       if (membership.renewing === update) membership.renewing = undefined;
@@ -58,7 +61,7 @@ export class KeyHolder {
    * MembershipLostError if not.
    */
   async confirm(membership: NatsMembership, signal: AbortSignal): Promise<void> {
-    const now = keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+    const now = await readKey(this.kv, this.key, this.clock, signal);
     if (!(await this.stillOurs(membership, now))) {
       throw lost(membership, now.name === undefined ? "the key is gone" : `the key holds ${JSON.stringify(now.name)} at revision ${now.revision}`, undefined);
     }
@@ -66,10 +69,10 @@ export class KeyHolder {
 
   /** Resolves once the key shows a write that is not ours: a delete, a purge, another member's value, or no entry at all. */
   async awaitLoss(membership: NatsMembership, signal: AbortSignal): Promise<void> {
-    const watch = await KeyWatch.open(this.bucket, this.key, signal);
+    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
     try {
       // Whatever happened between winning and opening the watch.
-      const now = keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+      const now = await readKey(this.kv, this.key, this.clock, signal);
       if (!(await this.stillOurs(membership, now))) return;
       for (;;) {
         const entry = await watch.next(Infinity, signal);
@@ -95,9 +98,9 @@ export class KeyHolder {
     // Conditioned on our last revision: a member that leaves late can never
     // delete the key a successor won meanwhile.
     try {
-      await untilAborted("leave", this.bucket.delete(this.key, { previousSeq: membership.revision }), signal);
+      await untilAborted("leave", this.kv.delete(this.key, membership.revision), signal);
     } catch (err) {
-      if (wrongLastSequence(err) === undefined) throw err;
+      if (this.kv.wrongLastSequence(err) === undefined) throw err;
     }
   }
 }

@@ -20,6 +20,10 @@
 //             as the safety net for a watch that missed an event.
 //   leave     delete(key) conditioned on our last revision.
 //
+// The store is the port (port.ts), which nats/adapter.ts implements on the
+// user's bucket handle; time, turns and chance come from the clock, turn
+// queue and random source the backend is given.
+//
 // The TTL is the bucket's max_age, the same for every key: the member reads
 // it from the bucket's status and reports it with every claim, and the entry
 // (nats.ts) refuses timings it cannot keep.
@@ -36,14 +40,16 @@
 // which has no watch, only at its next tick. Where Go members may take part
 // (the goMembers option), the winner holds the key until they must have
 // stood down (go-members.ts).
-import { untilAborted } from "../../util/abort";
+import { deadline, untilAborted } from "../../util/abort";
+import { systemClock, type Clock } from "../../util/clock";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { GoMemberWait, type GoMemberTiming } from "./go-members";
 import { KeyHolder, type NatsMembership } from "./holder";
+import { holderOf, isValue, readKey, type Holder, type KeyState } from "./key-state";
+import type { KvStatus, NatsKvPort } from "./port";
 import { KeyWatch } from "./watch";
-import { isBucketMissing, keyState, wrongLastSequence, type KeyState, type NatsKvBucket } from "./nats/client";
 
 export type { NatsMembership };
 
@@ -52,17 +58,6 @@ export interface NatsTiming extends GoMemberTiming {
   readonly stepDownMargin: number;
   /** What is wrong with a bucket TTL of `ttlMs` for this timing, as a RangeError naming it; undefined if nothing. */
   ttlProblem(ttlMs: number): RangeError | undefined;
-}
-
-/** What a follower knows of the member holding the key. */
-interface Holder {
-  readonly name: string;
-  /** The revision at which this holder's term was first seen: its create, if the follower saw that. */
-  readonly token: number;
-  /** The revision of its latest write seen. */
-  revision: number;
-  /** performance.now() by which its latest write must have aged out, unless renewed. */
-  goneBy: number;
 }
 
 export class NatsKvBackend implements ElectionBackend<NatsMembership> {
@@ -76,13 +71,17 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   private goMembers: GoMemberWait | undefined;
 
   constructor(
-    private readonly bucket: NatsKvBucket,
+    private readonly kv: NatsKvPort,
     private readonly key: string,
     private readonly name: string,
     /** Where followers that saw the leader leave take their turn to campaign. */
     private readonly turns: TurnQueue = processTurns,
+    /** What the member's waits, deadlines and `sentAt` are read on: the election's clock. */
+    private readonly clock: Clock = systemClock,
+    /** A number in [0, 1), for the followers' jitter and the retries' back-off. */
+    private readonly random: () => number = Math.random,
   ) {
-    this.holder = new KeyHolder(bucket, key, name);
+    this.holder = new KeyHolder(kv, key, name, clock);
   }
 
   /** "NATS KV <bucket>/<key>", for logs and diagnostics. */
@@ -97,7 +96,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
    */
   useTiming(timing: NatsTiming, options: { goMembers: boolean }): void {
     this.timing = timing;
-    this.goMembers = options.goMembers ? new GoMemberWait(this.holder, timing) : undefined;
+    this.goMembers = options.goMembers ? new GoMemberWait(this.holder, timing, this.clock, this.random) : undefined;
   }
 
   /**
@@ -111,7 +110,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   /** The bucket's name and TTL, read as bucketTtl() reads them. */
   async bucketStatus(signal: AbortSignal): Promise<{ name: string; ttlMs: number }> {
     if (this.ttl === undefined) {
-      const status = await untilAborted("read bucket status", this.bucket.status(), signal);
+      const status = await untilAborted("read bucket status", this.kv.status(), signal);
       this.bucketName = status.bucket;
       this.ttl = status.ttl;
     }
@@ -128,7 +127,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     try {
       return await this.campaign(onLeader, signal);
     } catch (err) {
-      if (isBucketMissing(err)) this.ttl = undefined;
+      if (this.kv.isBucketMissing(err)) this.ttl = undefined;
       throw err;
     }
   }
@@ -144,7 +143,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
       if (problem) throw problem;
     }
     // Opened before the first create, so no write after it goes unseen.
-    const watch = await KeyWatch.open(this.bucket, this.key, signal);
+    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
     try {
       let holder: Holder | undefined;
       /** The revision of the delete or purge marker the key was last seen at, if it was. */
@@ -169,7 +168,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           }
           if (typeof won === "object") {
             if (!this.goMembers) return won;
-            const led = await this.goMembers.hold(won, performance.now(), watch, signal);
+            const led = await this.goMembers.hold(won, this.clock.now(), watch, signal);
             if (led) return led;
             // Lost while Go members stood down: whoever holds the key now is
             // found as after a lost race.
@@ -180,22 +179,22 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           }
           // The write that beat ours (revision `won`) is usually on the watch
           // already: the new leader is known without a read.
-          const current = watch.newest(won) ?? keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
+          const current = watch.newest(won) ?? (await this.read(signal));
           // Gone again between the create and the read: race for it again.
           marker = current.name === undefined && current.revision > 0 ? current.revision : undefined;
-          if (current.name === undefined) continue;
+          if (!isValue(current)) continue;
           if (overdue && current.revision === overdue.holder.revision) {
             // The server ages entries out on a timer of its own, a little
             // after max_age: look again shortly, a little later each time.
             holder = overdue.holder;
-            holder.goneBy = performance.now() + Math.min(ttlMs / 4, 25 * 2 ** overdue.checks++);
+            holder.goneBy = this.clock.now() + Math.min(ttlMs / 4, 25 * 2 ** overdue.checks++);
             continue;
           }
           overdue = undefined;
-          holder = { name: current.name, token: current.revision, revision: current.revision, goneBy: current.seenAt + ttlMs };
+          holder = holderOf(current, ttlMs);
           onLeader({ name: holder.name, token: holder.token });
         }
-        const entry = await watch.next(holder.goneBy + jitter(ttlMs), signal);
+        const entry = await watch.next(holder.goneBy + jitter(ttlMs, this.random), signal);
         if (!entry) {
           // Its last write has aged out unless we missed a renewal: race for the key.
           overdue = { holder, checks: overdue?.holder === holder ? overdue.checks : 0 };
@@ -203,7 +202,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           continue;
         }
         if (entry.revision <= holder.revision) continue;
-        if (entry.name === undefined) {
+        if (!isValue(entry)) {
           // Deleted or purged: the holder left, or an operator removed it.
           holder = undefined;
           overdue = undefined;
@@ -218,8 +217,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
           await this.turns.next();
           signal.throwIfAborted();
           const since = watch.newest(entry.revision + 1);
-          if (since?.name !== undefined) {
-            holder = { name: since.name, token: since.revision, revision: since.revision, goneBy: since.seenAt + ttlMs };
+          if (since && isValue(since)) {
+            holder = holderOf(since, ttlMs);
             onLeader({ name: holder.name, token: holder.token });
           } else if (since) {
             marker = since.revision;
@@ -239,21 +238,21 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
   }
 
   /**
-   * One create; the claim if it won, else the key's current revision. Over
-   * a delete or purge marker seen at revision `marker`, the create is the
-   * write conditioned on that revision, which is what the client's create
-   * sends after a failed first try and a read: one round trip instead of three.
+   * One create; the claim if it won, else the key's current revision. Over a delete or purge marker seen at revision `marker`, the
+   * create is the write conditioned on that revision, which is what the
+   * client's create sends after a failed first try and a read: one round
+   * trip instead of three.
    */
   private async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
     // The entry lives TTL from when the server stamps it, which is after this.
-    const sentAt = performance.now();
-    const create = marker ? this.bucket.update(this.key, this.name, marker) : this.bucket.create(this.key, this.name);
+    const sentAt = this.clock.now();
+    const create = marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
     // Read beside the create, so that it costs no round trip of its own: the
     // bucket may have been deleted and made again with another TTL since we
     // read it (a watch of the old one goes silent, and followers go on
     // counting with the old TTL), and a term counted on a TTL longer than
     // the one NATS applies would outlast the key.
-    const status = this.timing ? this.bucket.status() : undefined;
+    const status = this.timing ? this.kv.status() : undefined;
     status?.catch(() => undefined);
     // A create that wins after we stopped waiting would hold the key for a
     // whole TTL with nobody renewing it: give it back.
@@ -267,7 +266,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     try {
       revision = await untilAborted("create election key", create, signal);
     } catch (err) {
-      const current = wrongLastSequence(err);
+      const current = this.kv.wrongLastSequence(err);
       if (current !== undefined) return current;
       throw err;
     }
@@ -280,7 +279,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
    * given back, and the win not led on, if it cannot be read or the timing
    * does not fit it.
    */
-  private async ttlToLeadOn(status: Promise<{ ttl: number }>, won: NatsMembership, signal: AbortSignal): Promise<number> {
+  private async ttlToLeadOn(status: Promise<KvStatus>, won: NatsMembership, signal: AbortSignal): Promise<number> {
     try {
       const { ttl } = await untilAborted("read bucket status", status, signal);
       if (ttl !== this.ttl) log.nats("%s: the bucket's TTL is now %d ms, not %d ms (made again?)", this.description, ttl, this.ttl);
@@ -308,20 +307,20 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
 
   async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     const ttlMs = await this.bucketTtl(signal);
-    const watch = await KeyWatch.open(this.bucket, this.key, signal);
+    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
     try {
-      let holder = this.toHolder(await this.read(signal), undefined, ttlMs);
+      let holder = toHolder(await this.read(signal), undefined, ttlMs);
       onLeader(leaderOf(holder));
       for (;;) {
-        const entry = await watch.next(holder ? holder.goneBy + jitter(ttlMs) : Infinity, signal);
+        const entry = await watch.next(holder ? holder.goneBy + jitter(ttlMs, this.random) : Infinity, signal);
         // Due: its entry has aged out, unless we missed a write. Look.
         const state = entry ?? (await this.read(signal));
         if (holder && state.revision !== 0 && state.revision <= holder.revision) {
           // Nothing newer: the server has yet to age it out; look again soon.
-          if (!entry) holder.goneBy = performance.now() + Math.min(ttlMs / 4, 100);
+          if (!entry) holder.goneBy = this.clock.now() + Math.min(ttlMs / 4, 100);
           continue;
         }
-        const next = this.toHolder(state, holder, ttlMs);
+        const next = toHolder(state, holder, ttlMs);
         if (leaderOf(next)?.token !== leaderOf(holder)?.token || next?.name !== holder?.name) onLeader(leaderOf(next));
         holder = next;
       }
@@ -335,28 +334,30 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     return state.name === undefined ? undefined : { name: state.name, token: state.revision };
   }
 
-  private async read(signal: AbortSignal): Promise<KeyState> {
-    return keyState(await untilAborted("read election key", this.bucket.get(this.key), signal));
-  }
-
-  /** The holder `state` shows: the same term as `previous` if the name is the same, else a new one. */
-  private toHolder(state: KeyState, previous: Holder | undefined, ttlMs: number): Holder | undefined {
-    if (state.name === undefined) return undefined;
-    const sameTerm = previous?.name === state.name;
-    return {
-      name: state.name,
-      token: sameTerm ? previous.token : state.revision,
-      revision: state.revision,
-      goneBy: state.seenAt + ttlMs,
-    };
+  private read(signal: AbortSignal): Promise<KeyState> {
+    return readKey(this.kv, this.key, this.clock, signal);
   }
 
   private leaveInBackground(membership: NatsMembership): void {
-    this.holder.leave(membership, AbortSignal.timeout(5_000)).then(
-      () => log.nats("gave back %s (revision %d) won after the campaign stopped", this.key, membership.revision),
-      (err: unknown) => log.nats("could not give back %s: %s", this.key, (err as Error).message),
+    const bound = deadline(5_000, this.clock);
+    this.holder.leave(membership, bound.signal).then(
+      () => {
+        bound.clear();
+        log.nats("gave back %s (revision %d) won after the campaign stopped", this.key, membership.revision);
+      },
+      (err: unknown) => {
+        bound.clear();
+        log.nats("could not give back %s: %s", this.key, (err as Error).message);
+      },
     );
   }
+}
+
+/** The holder `state` shows: the same term as `previous` if the name is the same, else a new one. */
+function toHolder(state: KeyState, previous: Holder | undefined, ttlMs: number): Holder | undefined {
+  if (!isValue(state)) return undefined;
+  if (previous?.name !== state.name) return holderOf(state, ttlMs);
+  return { name: state.name, token: previous.token, revision: state.revision, goneBy: state.seenAt + ttlMs };
 }
 
 /**
@@ -364,8 +365,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
  * most 50 ms), so that many followers do not all send their create in the
  * same millisecond; one wins either way.
  */
-function jitter(ttlMs: number): number {
-  return Math.random() * Math.min(50, ttlMs / 20);
+function jitter(ttlMs: number, random: () => number): number {
+  return random() * Math.min(50, ttlMs / 20);
 }
 
 function leaderOf(holder: Holder | undefined): Leader | undefined {

@@ -8,7 +8,9 @@
 // written before each arrived (valueWrittenBefore): a member that leads
 // beside Go members counts its wait from there (go-members.ts).
 import { untilAborted } from "../../util/abort";
-import { keyState, type KeyState, type NatsKvBucket, type NatsKvWatch } from "./nats/client";
+import type { Clock } from "../../util/clock";
+import type { KeyState } from "./key-state";
+import type { KvWatch, KvWatchListener, NatsKvPort } from "./port";
 
 /**
  * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
@@ -20,7 +22,7 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 /** How many of the latest entries valueWrittenBefore() can answer for: a won write is looked up within milliseconds. */
 const REMEMBERED_ENTRIES = 32;
 
-export class KeyWatch {
+export class KeyWatch implements KvWatchListener {
   private readonly queue: KeyState[] = [];
   private peeker: ((entry: KeyState) => void) | undefined;
   /** Why the watch ended by itself (the connection closed, the consumer went). */
@@ -28,39 +30,38 @@ export class KeyWatch {
   private wake: (() => void) | undefined;
   private closed = false;
   /**
-   * performance.now() by which the newest value entry delivered so far was
-   * written (its arrival); until one arrives, when the watch opened: it
-   * delivers every write after that, so any value it did not deliver was
-   * written before then.
+   * When (on the clock) the newest value entry delivered so far was written
+   * (its arrival); until one arrives, when the watch opened: it delivers
+   * every write after that, so any value it did not deliver was written
+   * before then.
    */
   private valueWrittenBy: number;
   /** For the latest entries: the revision, and valueWrittenBy as it was just before that entry arrived. */
   private readonly recent: Array<{ revision: number; valueBefore: number }> = [];
 
   private constructor(
-    private readonly iterator: NatsKvWatch,
-    openedAt: number,
+    private readonly entries: KvWatch,
+    private readonly clock: Clock,
   ) {
-    this.valueWrittenBy = openedAt;
-    void this.pump();
+    this.valueWrittenBy = clock.now();
+    entries.listen(this);
   }
 
   /** Opens a watch of new writes to `key` (not its current value: read that after opening, so nothing falls between). */
-  static async open(bucket: NatsKvBucket, key: string, signal: AbortSignal): Promise<KeyWatch> {
-    const opening = bucket.watch({ key, include: "updates" });
+  static async open(kv: NatsKvPort, key: string, clock: Clock, signal: AbortSignal): Promise<KeyWatch> {
+    const opening = kv.watch(key);
     // A watch that opens after we stopped waiting would hold a consumer on the server: stop it.
     opening.then(
-      (iterator) => {
-        if (signal.aborted) stopWatch(iterator);
+      (entries) => {
+        if (signal.aborted) entries.stop();
       },
       () => undefined,
     );
-    const iterator = await untilAborted("watch", opening, signal);
-    return new KeyWatch(iterator, performance.now());
+    return new KeyWatch(await untilAborted("watch", opening, signal), clock);
   }
 
   /**
-   * The next entry, or undefined once `dueAt` (performance.now() time) has
+   * The next entry, or undefined once `dueAt` (a time on the clock) has
    * passed first. Throws if the watch ended, or with the signal's reason.
    */
   async next(dueAt: number, signal: AbortSignal): Promise<KeyState | undefined> {
@@ -69,18 +70,18 @@ export class KeyWatch {
       if (entry) return entry;
       if (this.ended) throw this.ended;
       signal.throwIfAborted();
-      const wait = dueAt - performance.now();
+      const wait = dueAt - this.clock.now();
       if (wait <= 0) return undefined;
       await new Promise<void>((resolve) => {
         const done = () => {
-          clearTimeout(timer);
+          if (timer !== undefined) this.clock.clearTimeout(timer);
           signal.removeEventListener("abort", done);
           this.wake = undefined;
           resolve();
         };
         // A longer wait (a bucket whose max age is weeks) in steps a timer can
         // hold: the loop looks again.
-        const timer = wait === Infinity ? undefined : setTimeout(done, Math.min(wait, MAX_TIMER_MS));
+        const timer = wait === Infinity ? undefined : this.clock.setTimeout(done, Math.min(wait, MAX_TIMER_MS));
         signal.addEventListener("abort", done, { once: true });
         this.wake = done;
       });
@@ -109,11 +110,11 @@ export class KeyWatch {
   }
 
   /**
-   * For the entry at `revision`, once it has arrived: a performance.now()
-   * time by which every value written to the key before it had been written
-   * (the arrival of the newest one, or when the watch opened if none came
-   * before it). "pending" until it arrives; "unknown" if the watch went past
-   * it without it, ended, or no longer remembers it.
+   * For the entry at `revision`, once it has arrived: a time on the clock by
+   * which every value written to the key before it had been written (the
+   * arrival of the newest one, or when the watch opened if none came before
+   * it). "pending" until it arrives; "unknown" if the watch went past it
+   * without it, ended, or no longer remembers it.
    */
   valueWrittenBefore(revision: number): number | "pending" | "unknown" {
     const seen = this.recent.find((entry) => entry.revision === revision);
@@ -125,41 +126,23 @@ export class KeyWatch {
 
   close(): void {
     this.closed = true;
-    stopWatch(this.iterator);
+    this.entries.stop();
   }
 
-  private async pump(): Promise<void> {
-    try {
-      for await (const entry of this.iterator) {
-        const state = keyState(entry);
-        this.recent.push({ revision: state.revision, valueBefore: this.valueWrittenBy });
-        if (this.recent.length > REMEMBERED_ENTRIES) this.recent.shift();
-        if (state.name !== undefined) this.valueWrittenBy = state.seenAt;
-        this.queue.push(state);
-        this.peeker?.(state);
-        this.wake?.();
-      }
-      if (!this.closed) this.ended = new Error("the watch of the election key ended (connection closed?)");
-    } catch (err) {
-      this.ended = err instanceof Error ? err : new Error(String(err));
-    } finally {
-      this.wake?.();
-    }
+  /** An entry has arrived (the port calls this, in revision order). */
+  onEntry(name: string | undefined, revision: number): void {
+    const state: KeyState = { name, revision, seenAt: this.clock.now() };
+    this.recent.push({ revision, valueBefore: this.valueWrittenBy });
+    if (this.recent.length > REMEMBERED_ENTRIES) this.recent.shift();
+    if (name !== undefined) this.valueWrittenBy = state.seenAt;
+    this.queue.push(state);
+    this.peeker?.(state);
+    this.wake?.();
   }
-}
 
-/**
- * Stops a watch and deletes its consumer on the server. @nats-io/kv's
- * `stop()` only unsubscribes: the watch's ordered consumer, made with an
- * inactive threshold of five minutes, would stay on the server that long, one
- * for every campaign, term and observer that ended. The watch keeps its
- * consumer as `_data` (@nats-io/kv 3.x); a handle without one is only stopped,
- * and the server drops the consumer at its threshold. A consumer the client
- * already replaced (after missed heartbeats) was deleted by the client then.
- */
-function stopWatch(iterator: NatsKvWatch): void {
-  iterator.stop();
-  const consumer = (iterator as { _data?: { delete?: () => Promise<unknown> } })._data;
-  if (typeof consumer?.delete !== "function") return;
-  consumer.delete().catch(() => undefined);
+  /** The watch ended by itself (the port calls this): a wait throws `error` from now on. */
+  onEnd(error: Error): void {
+    this.ended = error;
+    this.wake?.();
+  }
 }

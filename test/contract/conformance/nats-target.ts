@@ -9,6 +9,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { ElectionBackend } from "../../../src/contract/backend";
 import { NatsKvBackend } from "../../../src/stores/nats-kv/recipe";
+import { NatsKvAdapter } from "../../../src/stores/nats-kv/nats/adapter";
 import { FaultProxy } from "../../kit/fault-proxy";
 import { startNats, type NatsServer } from "../../kit/nats-server";
 import { waitFor } from "../../kit/waiting";
@@ -78,7 +79,7 @@ export function natsTarget(): ConformanceTarget {
           // Reconnects soon after a healed cut resets its connection, and never gives up.
           const connection = await connect({ servers: proxy.hostPort, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
           connections.push(connection);
-          return new NatsKvBackend(await new Kvm(connection).open(bucketName), KEY, name);
+          return new NatsKvBackend(new NatsKvAdapter(await new Kvm(connection).open(bucketName)), KEY, name);
         },
         async members() {
           const now = await holder();

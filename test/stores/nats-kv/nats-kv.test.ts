@@ -9,6 +9,7 @@ import { after, afterEach, before, describe, it, type TestContext } from "node:t
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
 import { NatsKvBackend } from "../../../src/stores/nats-kv/recipe";
+import { NatsKvAdapter } from "../../../src/stores/nats-kv/nats/adapter";
 import type { NatsMembership } from "../../../src/stores/nats-kv/holder";
 import { MembershipLostError } from "../../../src/contract/errors";
 import type { Election } from "../../../src/election/election";
@@ -401,7 +402,7 @@ describe("a bucket deleted and made again with another TTL", () => {
 });
 
 describe("the NATS KV backend's writes", () => {
-  const backendOn = (kv: KV, name: string) => new NatsKvBackend(kv as never, KEY, name);
+  const backendOn = (kv: KV, name: string) => new NatsKvBackend(new NatsKvAdapter(kv), KEY, name);
   const win = async (backend: NatsKvBackend) =>
     withDeadline(backend.awaitTurn(undefined, () => undefined, AbortSignal.timeout(BOUND_MS)), BOUND_MS, "a turn");
 

@@ -1,19 +1,10 @@
-// The thin adapter over a JetStream KV bucket handle (`@nats-io/kv`'s KV, as
-// `await new Kvm(nc).open(bucket)` gives it). The backend talks to the bucket
-// only through the methods named in NatsKvBucket, so this package never loads
-// a NATS module itself: the user's handle brings its client along.
-//
-// Errors are classified here, once, by the names and codes the client gives
-// them (checked against nats-server 2.9 in test/stores/nats-kv/nats-kv-facts.test.ts):
-// - a failed revision check (`create` over a live entry, `update` or `delete`
-//   with a stale revision) is JetStream API error 10071, "wrong last
-//   sequence: <current revision>": the key is not ours;
-// - a missing bucket is StreamNotFoundError (10059) on reads and creates,
-//   and "no responders" on updates and deletes;
-// - anything else (TimeoutError, a closed or reconnecting connection) is
-//   transient, and the state machine retries it.
+// What the user hands the NATS entry: a JetStream KV bucket handle
+// (`@nats-io/kv`'s KV, as `await new Kvm(nc).open(bucket)` gives it), and the
+// checks made on it and on the key before anything is sent. This package
+// never loads a NATS module itself: the user's handle brings its client along.
+// The recipe never sees the handle: adapter.ts turns it into the port.
 
-/** One entry of the key, as `get` or a watch gives it. */
+/** One entry of the key, as the client's `get` or a watch gives it. */
 export interface NatsKvEntry {
   readonly revision: number;
   /** "PUT" for a value; "DEL" or "PURGE" for the marker a delete or purge leaves. */
@@ -37,11 +28,6 @@ export interface NatsKvBucket {
 }
 
 const BUCKET_METHODS = ["create", "update", "delete", "get", "watch", "status"] as const;
-
-/** The JetStream API error of a failed revision check (JSStreamWrongLastSequenceErrF). */
-const WRONG_LAST_SEQUENCE = 10071;
-/** JSStreamNotFoundErr: the bucket's stream does not exist. */
-const STREAM_NOT_FOUND = 10059;
 
 /**
  * Throws a TypeError unless `handle` looks like a KV bucket. A Kvm, a
@@ -68,39 +54,4 @@ export function checkKey(key: string): void {
     `NATS refuses the key ${JSON.stringify(key)}: a KV key is letters, digits and - _ / = . ` +
       "with no leading, trailing or doubled dot",
   );
-}
-
-/** For a failed revision check, the key's current revision (0 if absent); undefined for any other error. */
-export function wrongLastSequence(err: unknown): number | undefined {
-  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
-  if (code !== WRONG_LAST_SEQUENCE) return undefined;
-  const current = /wrong last sequence: (\d+)/.exec(String(message))?.[1];
-  return current === undefined ? 0 : Number(current);
-}
-
-/**
- * Whether the bucket's stream does not exist (never made, or deleted): reads
- * and creates say StreamNotFoundError; an update or delete finds nobody to
- * answer its subject, which the client reports as JetStreamNotEnabled caused
- * by "no responders" (checked in test/stores/nats-kv/nats-kv-facts.test.ts).
- */
-export function isBucketMissing(err: unknown): boolean {
-  const { code, name, cause } = (err ?? {}) as { code?: unknown; name?: unknown; cause?: { message?: unknown } };
-  if (code === STREAM_NOT_FOUND || name === "StreamNotFoundError") return true;
-  return name === "JetStreamNotEnabled" && String(cause?.message ?? "").startsWith("no responders");
-}
-
-/** A value, or a marker, of the election key as a member reads it. */
-export interface KeyState {
-  /** The holder's name; undefined when the key is absent, deleted or purged. */
-  readonly name: string | undefined;
-  /** The entry's revision; 0 when the key is absent. */
-  readonly revision: number;
-  /** performance.now() when the entry was seen: the server wrote it before then. */
-  readonly seenAt: number;
-}
-
-export function keyState(entry: NatsKvEntry | null, seenAt = performance.now()): KeyState {
-  if (!entry) return { name: undefined, revision: 0, seenAt };
-  return { name: entry.operation === "PUT" ? entry.string() : undefined, revision: entry.revision, seenAt };
 }
