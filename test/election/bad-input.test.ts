@@ -8,6 +8,7 @@ import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
 import etcdLeader = require("../../src/index");
 import { startEtcd, type EtcdCluster } from "../kit/etcd-server";
+import { EventRecorder } from "../kit/event-recorder";
 import { exitOrFail, sleep, waitFor, withDeadline } from "../kit/waiting";
 import { REPO_ROOT } from "../kit/paths";
 
@@ -46,25 +47,14 @@ function v2Client(cluster: EtcdCluster = etcd): unknown {
   return new Etcd(cluster.hostPorts);
 }
 
-type Seen = { type: "elected" | "leader" | "error"; value: unknown };
-
+/** A member started on `key`, recorded; `next` waits up to 10 s for an event by default. */
 function member(client: unknown, key: string, name: string) {
   const election = etcdLeader(client, key, name, 2);
-  const seen: Seen[] = [];
-  election.on("elected", (token) => seen.push({ type: "elected", value: token }));
-  election.on("leader", (leader) => seen.push({ type: "leader", value: leader }));
-  election.on("error", (error) => seen.push({ type: "error", value: error }));
+  const recorder = new EventRecorder(election, name);
   running.push(election);
   election.start();
-  const next = (type: Seen["type"], ms = 10_000) =>
-    waitFor(`${name}: ${type}`, ms, () => seen.find((s) => s.type === type)).catch((err: Error) => {
-      throw new Error(`${err.message}; ${name} saw: ${describeSeen(seen)}`);
-    });
-  return { election, seen, next };
-}
-
-function describeSeen(seen: Seen[]): string {
-  return seen.map((s) => `${s.type} ${s.value instanceof Error ? s.value.message : String(s.value)}`).join("; ") || "nothing";
+  const next = <N extends "elected" | "leader" | "error">(event: N, ms = 10_000) => recorder.next(event, ms);
+  return { election, recorder, next };
 }
 
 function throwsNaming(fn: () => unknown, kind: ErrorConstructor, ...parts: Array<string | RegExp>): void {
@@ -110,7 +100,7 @@ describe("v2 keys are cleaned as etcd cleans them", () => {
     await first.next("elected");
     const second = member(v2Client(), `${base}/election`, "second");
     assert.equal((await second.next("leader")).value, "first");
-    assert.deepEqual(first.seen.filter((s) => s.type === "error"), []);
+    assert.deepEqual(first.recorder.errors, []);
   });
 
   it("refuses the root of the keyspace, and keys that clean to it, for members and observers", () => {
@@ -230,7 +220,7 @@ describe("v3 watches cancelled by etcd", () => {
     // When the leader goes, it leads.
     await leader.election.leave();
     await follower.next("elected");
-    assert.deepEqual(follower.seen.filter((s) => s.type === "error").map((s) => String(s.value)), []);
+    assert.deepEqual(follower.recorder.errors.map(String), []);
     // Also proven by this test passing at all: closing a watch etcd cancelled
     // once made etcd3 throw "Failed to find watcher for IWatchResponse" as an
     // unhandled rejection, which fails this file (and ends a user's process).

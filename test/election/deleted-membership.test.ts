@@ -11,7 +11,8 @@ import { after, afterEach, before, describe, it } from "node:test";
 import { Etcd3 } from "etcd3";
 import etcdLeader = require("../../src/index");
 import { startEtcd, type EtcdCluster } from "../kit/etcd-server";
-import { checkHistories, formatReport, type MemberHistory } from "../kit/leadership-history";
+import { EventRecorder } from "../kit/event-recorder";
+import { checkHistories, formatReport } from "../kit/leadership-history";
 import { exitOrFail, waitFor } from "../kit/waiting";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -40,29 +41,24 @@ after(async () => {
   exitOrFail();
 });
 
-interface Member {
-  name: string;
-  election: etcdLeader.Election;
-  history: MemberHistory;
-}
+/** A started member of the election, with what it reported (times are performance.now()). */
+class Member extends EventRecorder {
+  readonly election: etcdLeader.Election;
 
-function startMember(api: Api, key: string, name: string, ttl: number): Member {
-  const client = api === "v2" ? new Etcd(etcd.hostPorts) : v3;
-  const election = etcdLeader(client, key, name, ttl);
-  const history: MemberHistory = { member: name, events: [] };
-  election.on("elected", (token) => history.events.push({ type: "elected", at: Date.now(), token }));
-  election.on("unelected", () => history.events.push({ type: "unelected", at: Date.now() }));
-  election.on("error", (error) => history.events.push({ type: "error", at: Date.now(), message: error.message }));
-  elections.add(election);
-  election.start();
-  return { name, election, history };
+  constructor(api: Api, key: string, readonly name: string, ttl: number) {
+    const election = etcdLeader(api === "v2" ? new Etcd(etcd.hostPorts) : v3, key, name, ttl);
+    super(election, name);
+    this.election = election;
+    elections.add(election);
+    election.start();
+  }
 }
 
 /** Starts members one after the other, each queued behind the one before. */
 async function startLine(api: Api, key: string, names: string[], ttl: number): Promise<Member[]> {
   const members: Member[] = [];
   for (const name of names) {
-    members.push(startMember(api, key, name, ttl));
+    members.push(new Member(api, key, name, ttl));
     await waitFor(`${name} in line`, 10_000, async () => (await memberKeys(api, key)).length === members.length);
   }
   await waitFor(`${names[0]} elected`, 10_000, () => members[0]!.election.isLeader());
@@ -99,15 +95,15 @@ async function deleteFromOutside(api: Api, target: string, options: { prefix?: b
   });
 }
 
-/** Every `elected` token a member emitted after `from` (a wall-clock time). */
+/** Every `elected` token a member emitted after `from` (performance.now()). */
 function tokensSince(member: Member, from: number): number[] {
-  return member.history.events.filter((e) => e.type === "elected" && e.at >= from).map((e) => (e as { token: number }).token);
+  return member.all("elected").filter((e) => e.at >= from).map((e) => e.value);
 }
 
 function assertOneLeaderAtATime(members: Member[], allowedOverlapMs: number): void {
   const report = checkHistories(
-    members.map((m) => m.history),
-    { allowedOverlapMs, endOfHistory: Date.now() },
+    members.map((m) => m.history()),
+    { allowedOverlapMs, endOfHistory: performance.now() },
   );
   assert.equal(report.overlaps.length, 0, formatReport("deleted memberships", report));
   assert.ok(report.tokensIncrease.ok, formatReport("deleted memberships", report));
@@ -120,7 +116,7 @@ for (const api of ["v2", "v3"] as const) {
       // TTL 10: every follower has a renewal from the last few seconds, which
       // is exactly what must not be taken as proof that its key still exists.
       const members = await startLine(api, key, ["a", "b", "c", "d"], 10);
-      const deletedAt = Date.now();
+      const deletedAt = performance.now();
       const deletedAtIndex = await deleteFromOutside(api, key, { prefix: true });
 
       // Everyone rejoins; one of them leads on a new membership.
@@ -146,7 +142,7 @@ for (const api of ["v2", "v3"] as const) {
       const [leader, second, third] = members as [Member, Member, Member];
       const secondKey = (await memberKeys(api, key))[1]!;
 
-      const deletedAt = Date.now();
+      const deletedAt = performance.now();
       const deletedAtIndex = await deleteFromOutside(api, secondKey);
       await leader.election.leave();
 

@@ -31,13 +31,14 @@ for (const api of BACKENDS) {
     const watchesNow = () => openWatches(etcd.members[0]!.clientUrl, api);
     /** The count once it holds still: watches that earlier tests cancelled go away in the background. */
     const settledWatches = async (): Promise<number> => {
-      let last = await watchesNow();
-      for (;;) {
-        await sleep(200);
+      let last: number | undefined;
+      const still = await waitFor("the count of open watches to hold still", 10_000, async () => {
         const now = await watchesNow();
-        if (now === last) return now;
+        const held = now === last;
         last = now;
-      }
+        return held ? { count: now } : undefined;
+      }, { every: 200 });
+      return still.count;
     };
 
     function member(key: string, name: string): etcdLeader.Election {

@@ -27,7 +27,7 @@ import etcdLeader from "../../src/index";
 import { EventRecorder } from "../kit/event-recorder";
 import { useEtcd } from "../kit/hooks";
 import { makeTestPki, type TestPki } from "../kit/tls";
-import { sleep, waitFor, withDeadline } from "../kit/waiting";
+import { holdsFor, sleep, waitFor, withDeadline } from "../kit/waiting";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Etcd = require("node-etcd");
@@ -98,12 +98,8 @@ class Member extends EventRecorder {
 const leading = (members: Member[]) => members.filter((m) => m.election.isLeader());
 
 /** Watches `members` for `ms` and fails if any moment had other than exactly `expected` leading. */
-async function holdsSteady(members: Member[], expected: Member, ms: number): Promise<void> {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    assert.deepEqual(leading(members).map((m) => m.name), [expected.name]);
-    await sleep(20);
-  }
+function holdsSteady(members: Member[], expected: Member, ms: number): Promise<void> {
+  return holdsFor(ms, () => assert.deepEqual(leading(members).map((m) => m.name), [expected.name]));
 }
 
 /** One TCP socket of this process: its inode and its state as the kernel shows it. */
@@ -664,11 +660,7 @@ describe("untrusted values", { timeout: 90_000 }, () => {
     const b = new Member(v2(), key, "b");
     await waitFor("b follows the intruder", 5_000, () => b.lastLeader === "intruder");
     // Longer than the TTL: renewals go on, and nobody of ours leads.
-    const until = performance.now() + 2_500;
-    while (performance.now() < until) {
-      assert.deepEqual(leading([a, b]), []);
-      await sleep(25);
-    }
+    await holdsFor(2_500, () => assert.deepEqual(leading([a, b]), []), 25);
 
     assert.equal((await v2Http(url, "DELETE", `/v2/keys${first.json.node.key}`)).status, 200);
     await waitFor("both follow the binary-valued key", 5_000, () =>
@@ -726,11 +718,7 @@ describe("untrusted values", { timeout: 90_000 }, () => {
     await waitFor("a follows the intruder", 5_000, () => a.lastLeader === "intruder");
     const b = new Member(client, key, "b");
     await waitFor("b follows the intruder", 5_000, () => b.lastLeader === "intruder");
-    const until = performance.now() + 2_500;
-    while (performance.now() < until) {
-      assert.deepEqual(leading([a, b]), []);
-      await sleep(25);
-    }
+    await holdsFor(2_500, () => assert.deepEqual(leading([a, b]), []), 25);
 
     await client.delete().key(`${key}/1f`).exec();
     const garbled = BINARY.toString();

@@ -21,7 +21,7 @@ const WATCH_DELIVERY_MS = EXTERNAL_DELETE_OVERLAP_MS;
 
 function assertOneLeaderAtATime(members: Member[], allowedOverlapMs = 0): void {
   const report = checkHistories(
-    members.map((m) => m.history),
+    members.map((m) => m.history()),
     { allowedOverlapMs, endOfHistory: performance.now() },
   );
   assert.ok(report.overlaps.length === 0 && report.tokensIncrease.ok, formatReport("conformance", report));
@@ -37,14 +37,14 @@ export function electionCases(harness: Harness): void {
       await sleep(300);
 
       assert.deepEqual([a, b, c].filter((m) => m.election.isLeader()), [a]);
-      assert.deepEqual(a.tokens(), [a.election.fencingToken()]);
-      assert.deepEqual(a.leaderNames(), [], "a leader does not name another");
+      assert.deepEqual(a.elected, [a.election.fencingToken()]);
+      assert.deepEqual(a.leaders, [], "a leader does not name another");
       for (const follower of [b, c]) {
-        assert.deepEqual(follower.tokens(), []);
-        assert.deepEqual(follower.leaderNames(), ["a"]);
+        assert.deepEqual(follower.elected, []);
+        assert.deepEqual(follower.leaders, ["a"]);
         assert.equal(follower.election.fencingToken(), undefined);
       }
-      for (const m of [a, b, c]) assert.deepEqual(m.errors(), [], `${m.name} reported errors`);
+      for (const m of [a, b, c]) assert.deepEqual(m.errors.map((e) => e.message), [], `${m.name} reported errors`);
       assert.equal(await store.readLeader(), "a");
       assert.equal((await store.members())[0], "a");
     });
@@ -62,12 +62,12 @@ export function electionCases(harness: Harness): void {
       const other = successor === b ? c : b;
       await waitFor(`${other.name} to follow ${successor.name}`, LIVENESS_MS, () => other.election.currentLeader() === successor.name);
 
-      assert.ok(successor.last("elected") - leftAt < TTL_MS, "the successor did not wait for a's membership to expire");
-      assert.ok(a.last("unelected") <= successor.last("elected"), "a stepped down before its successor was elected");
+      assert.ok(successor.lastAt("elected") - leftAt < TTL_MS, "the successor did not wait for a's membership to expire");
+      assert.ok(a.lastAt("unelected") <= successor.lastAt("elected"), "a stepped down before its successor was elected");
       assert.ok(successor.election.fencingToken()! > firstToken, "the successor's token is larger");
-      assert.deepEqual(other.leaderNames(), ["a", successor.name]);
-      assert.deepEqual(successor.leaderNames(), ["a"], "the successor never named anyone else");
-      for (const m of [b, c]) assert.deepEqual(m.errors(), [], `${m.name} reported errors`);
+      assert.deepEqual(other.leaders, ["a", successor.name]);
+      assert.deepEqual(successor.leaders, ["a"], "the successor never named anyone else");
+      for (const m of [b, c]) assert.deepEqual(m.errors.map((e) => e.message), [], `${m.name} reported errors`);
       assertOneLeaderAtATime([a, b, c]);
     });
 
@@ -89,11 +89,11 @@ export function electionCases(harness: Harness): void {
         );
       }
       const terms = members
-        .flatMap((m) => m.history.events.flatMap((e) => (e.type === "elected" ? [e] : [])))
+        .flatMap((m) => m.all("elected"))
         .sort((x, y) => x.at - y.at);
       assert.equal(terms.length, 4);
       for (let i = 1; i < terms.length; i++) {
-        assert.ok(terms[i]!.token > terms[i - 1]!.token, `term ${i + 1}'s token ${terms[i]!.token} follows ${terms[i - 1]!.token}`);
+        assert.ok(terms[i]!.value > terms[i - 1]!.value, `term ${i + 1}'s token ${terms[i]!.value} follows ${terms[i - 1]!.value}`);
       }
       assertOneLeaderAtATime(members);
     });
@@ -112,7 +112,7 @@ export function electionCases(harness: Harness): void {
       // When a learns of the fault from a watch, it may hear a moment after b.
       await waitFor("a to step down", LIVENESS_MS, () => a.count("unelected") > 0);
       assert.equal(a.count("unelected"), 1);
-      assert.ok(a.last("unelected") - faultAt <= TTL_MS, "a stepped down within a TTL of the fault");
+      assert.ok(a.lastAt("unelected") - faultAt <= TTL_MS, "a stepped down within a TTL of the fault");
       return { store, a, b };
     }
 
@@ -122,11 +122,11 @@ export function electionCases(harness: Harness): void {
       async () => {
         const { a, b } = await failOver("deleted-leader", (name) => harness.store.deleteMember!(name));
         await waitFor("a to follow b", LIVENESS_MS, () => a.election.currentLeader() === "b");
-        assert.ok(a.last("unelected") <= b.last("elected") + WATCH_DELIVERY_MS, "a stepped down with b's election at the latest");
+        assert.ok(a.lastAt("unelected") <= b.lastAt("elected") + WATCH_DELIVERY_MS, "a stepped down with b's election at the latest");
         assert.ok(a.election.isRunning(), "a lost membership is not fatal");
         await b.election.leave();
         await waitFor("a to lead again", LIVENESS_MS, () => a.election.isLeader());
-        assert.ok(a.election.fencingToken()! > b.tokens()[0]!, "a's new term has a larger token than b's");
+        assert.ok(a.election.fencingToken()! > b.elected[0]!, "a's new term has a larger token than b's");
         assertOneLeaderAtATime([a, b], WATCH_DELIVERY_MS);
       },
     );
@@ -156,7 +156,7 @@ export function electionCases(harness: Harness): void {
       harness.needs("expireMember"),
       async () => {
         const { a, b } = await failOver("expired-leader", (name) => harness.store.expireMember!(name));
-        assert.ok(a.last("unelected") <= b.last("elected") + WATCH_DELIVERY_MS, "a stepped down with b's election at the latest");
+        assert.ok(a.lastAt("unelected") <= b.lastAt("elected") + WATCH_DELIVERY_MS, "a stepped down with b's election at the latest");
         await waitFor("a to follow b", LIVENESS_MS, () => a.election.currentLeader() === "b");
         assertOneLeaderAtATime([a, b], WATCH_DELIVERY_MS);
       },
@@ -167,7 +167,7 @@ export function electionCases(harness: Harness): void {
       harness.needs("cutConnection"),
       async () => {
         const { store, a, b } = await failOver("cut-leader", (name) => harness.store.cutConnection!(name));
-        assert.ok(a.last("unelected") < b.last("elected"), "a stepped down before b was elected");
+        assert.ok(a.lastAt("unelected") < b.lastAt("elected"), "a stepped down before b was elected");
         assert.ok(a.election.isRunning());
         await waitFor("a to report the requests that went unanswered", LIVENESS_MS, () => a.count("error") > 0);
         assert.equal(await store.readLeader(), "b");
@@ -228,7 +228,7 @@ export function electionCases(harness: Harness): void {
       await withDeadline(reading, LIVENESS_MS, "b's leader changes to reach b");
       const named = changes.filter((leader) => leader !== undefined);
       assert.deepEqual(named.map((leader) => leader.name), ["a", "b"]);
-      assert.equal(named[0]!.token, a.tokens()[0]);
+      assert.equal(named[0]!.token, a.elected[0]);
       assert.equal(named[1]!.token, b.election.fencingToken());
       assert.ok(named[1]!.token > named[0]!.token);
     });
@@ -251,7 +251,7 @@ export function electionCases(harness: Harness): void {
       await fault("a");
       await waitFor("b to lead", LIVENESS_MS, () => b.election.isLeader());
       const reason = await withDeadline(scope.then(() => "resolved", (error: unknown) => error), LIVENESS_MS, "whileLeading() to settle");
-      return { abortedAt: abortedAt!, electedAt: b.last("elected"), reason };
+      return { abortedAt: abortedAt!, electedAt: b.lastAt("elected"), reason };
     }
 
     it(

@@ -5,7 +5,7 @@
 import { after, afterEach, before } from "node:test";
 import type { Claim, ElectionBackend, Membership } from "../../../src/contract/backend";
 import etcdLeader = require("../../../src/index");
-import type { MemberHistory } from "../../kit/leadership-history";
+import { EventRecorder } from "../../kit/event-recorder";
 import { exitOrFail, waitFor, withDeadline } from "../../kit/waiting";
 import { InterceptedBackend } from "./intercepted-backend";
 import type { ConformanceTarget, StoreOperation, TargetElection } from "./target";
@@ -18,48 +18,14 @@ export const LIVENESS_MS = 10_000;
 
 export const noLeader = () => undefined;
 
-/** A member of the case's election, with what it reported, in the order it reported it. */
-export class Member {
-  /** elected / unelected / error, at performance.now(), for the leadership history checks. */
-  readonly history: MemberHistory;
-  /** Each `leader` event: whom it named, and when. */
-  readonly leaders: Array<{ name: string; at: number }> = [];
-
+/** A member of the case's election, with what it reported (the kit's recorder), in the order it reported it. */
+export class Member extends EventRecorder {
   constructor(
     readonly name: string,
     readonly election: etcdLeader.Election,
     readonly intercepted: InterceptedBackend,
   ) {
-    this.history = { member: name, events: [] };
-    const events = this.history.events;
-    election.on("elected", (token) => events.push({ type: "elected", at: performance.now(), token }));
-    election.on("unelected", () => events.push({ type: "unelected", at: performance.now() }));
-    election.on("error", (error) => events.push({ type: "error", at: performance.now(), message: error.message }));
-    election.on("leader", (leader) => this.leaders.push({ name: leader, at: performance.now() }));
-  }
-
-  /** The fencing tokens of its terms, in order. */
-  tokens(): number[] {
-    return this.history.events.flatMap((e) => (e.type === "elected" ? [e.token] : []));
-  }
-
-  /** When it last reported `type`; throws if it never did. */
-  last(type: "elected" | "unelected"): number {
-    const found = this.history.events.filter((e) => e.type === type).at(-1);
-    if (!found) throw new Error(`${this.name} never reported ${type}`);
-    return found.at;
-  }
-
-  count(type: "elected" | "unelected" | "error"): number {
-    return this.history.events.filter((e) => e.type === type).length;
-  }
-
-  errors(): string[] {
-    return this.history.events.flatMap((e) => (e.type === "error" ? [e.message] : []));
-  }
-
-  leaderNames(): string[] {
-    return this.leaders.map((l) => l.name);
+    super(election, name);
   }
 }
 
