@@ -15,15 +15,36 @@ import { readKey, type KeyState } from "./key-state";
 import type { NatsKvPort } from "./port";
 import { KeyWatch } from "./watch";
 
+/** A key we won: what identifies it. What we wrote to it since is the holder's (OurWrites). */
 export interface NatsMembership extends Membership {
   /** The election key. */
   readonly id: string;
   /** The revision of the winning create: the fencing token. */
   readonly token: number;
+}
+
+/** Our writes to a key we won, kept beside the membership rather than on it. */
+interface OurWrites {
   /** The revision of our latest confirmed write to the key. */
   revision: number;
   /** The update in flight, if any: a watch entry newer than `revision` may be its own. */
   renewing: Promise<unknown> | undefined;
+}
+
+/**
+ * Per membership, for every holder of this process: a member may leave what
+ * an earlier backend on the same key won. Until its first renewal, our
+ * latest write is the winning create.
+ */
+const ourWrites = new WeakMap<NatsMembership, OurWrites>();
+
+function writesTo(membership: NatsMembership): OurWrites {
+  let writes = ourWrites.get(membership);
+  if (!writes) {
+    writes = { revision: membership.token, renewing: undefined };
+    ourWrites.set(membership, writes);
+  }
+  return writes;
 }
 
 export class KeyHolder {
@@ -34,24 +55,31 @@ export class KeyHolder {
     private readonly clock: Clock,
   ) {}
 
+  /** The membership a create won at `revision`. */
   membership(revision: number): NatsMembership {
-    return { id: this.key, token: revision, revision, renewing: undefined };
+    return { id: this.key, token: revision };
+  }
+
+  /** The revision of our latest confirmed write to the key `membership` won. */
+  lastRevision(membership: NatsMembership): number {
+    return writesTo(membership).revision;
   }
 
   async renew(membership: NatsMembership, signal: AbortSignal): Promise<void> {
-    const update = this.kv.update(this.key, this.name, membership.revision);
-    membership.renewing = update;
+    const writes = writesTo(membership);
+    const update = this.kv.update(this.key, this.name, writes.revision);
+    writes.renewing = update;
     try {
       const revision = await untilAborted("renew", update, signal);
-      membership.revision = Math.max(membership.revision, revision);
+      writes.revision = Math.max(writes.revision, revision);
     } catch (err) {
       const current = this.kv.wrongLastSequence(err);
-      if (current !== undefined) throw lost(membership, `its revision ${membership.revision} is stale (the key is at ${current})`, err);
+      if (current !== undefined) throw lost(membership, `its revision ${writes.revision} is stale (the key is at ${current})`, err);
       // The bucket was deleted: so was the key. (Made again, it starts empty.)
       if (this.kv.isBucketMissing(err)) throw lost(membership, "the bucket is gone", err);
       throw err;
     } finally {
-      if (membership.renewing === update) membership.renewing = undefined;
+      if (writes.renewing === update) writes.renewing = undefined;
     }
   }
 
@@ -87,18 +115,19 @@ export class KeyHolder {
   async stillOurs(membership: NatsMembership, state: KeyState): Promise<boolean> {
     // No entry at all: it aged out (or the bucket was emptied).
     if (state.revision === 0) return false;
-    if (state.revision < membership.revision) return true;
+    const writes = writesTo(membership);
+    if (state.revision < writes.revision) return true;
     if (state.name !== this.name) return false;
     // Our own update's entry can arrive before the update's answer does.
-    if (state.revision > membership.revision) await membership.renewing?.catch(() => undefined);
-    return state.revision <= membership.revision;
+    if (state.revision > writes.revision) await writes.renewing?.catch(() => undefined);
+    return state.revision <= writes.revision;
   }
 
   async leave(membership: NatsMembership, signal: AbortSignal): Promise<void> {
     // Conditioned on our last revision: a member that leaves late can never
     // delete the key a successor won meanwhile.
     try {
-      await untilAborted("leave", this.kv.delete(this.key, membership.revision), signal);
+      await untilAborted("leave", this.kv.delete(this.key, writesTo(membership).revision), signal);
     } catch (err) {
       if (this.kv.wrongLastSequence(err) === undefined) throw err;
     }

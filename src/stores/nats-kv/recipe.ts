@@ -117,6 +117,11 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     return { name: this.bucketName, ttlMs: this.ttl };
   }
 
+  /** The revision of our latest confirmed write to the key `membership` won. */
+  lastRevision(membership: NatsMembership): number {
+    return this.holder.lastRevision(membership);
+  }
+
   async awaitTurn(held: Claim<NatsMembership> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
     // The state machine passes back what we won when it starts a phase over
     // (after a store outage): still ours, it is our turn again; else lost.
@@ -343,7 +348,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     this.holder.leave(membership, bound.signal).then(
       () => {
         bound.clear();
-        log.nats("gave back %s (revision %d) won after the campaign stopped", this.key, membership.revision);
+        log.nats("gave back %s (revision %d) won after the campaign stopped", this.key, this.holder.lastRevision(membership));
       },
       (err: unknown) => {
         bound.clear();
