@@ -7,17 +7,13 @@
 //             stream sequence: it only grows, while the bucket lives).
 //   renew     update(key, name, our last revision), every refreshInterval
 //             (holder.ts). A failed revision check is a loss.
-//   follow    watch the key: a value names the leader; a delete or purge
-//             marker starts the next campaign at once, and the write that
-//             wins it names the new leader as it arrives on the watch, even
-//             while the answer to our own create is still on its way.
+//   follow    watch the key (follower.ts): a value names the leader; a delete
+//             or purge marker starts the next campaign at once, and the write
+//             that wins it names the new leader as it arrives on the watch,
+//             even while the answer to our own create is still on its way.
 //   expiry    silent on 2.9 (no marker, no watch event), so a follower counts
-//             from when it saw the holder's last write arrive: the server
-//             wrote it before then, so it is gone by (arrival + bucket TTL).
-//             It campaigns then, with a little jitter. While the leader
-//             renews, every renewal pushes that moment back, so a healthy
-//             election costs followers no request at all; the moment doubles
-//             as the safety net for a watch that missed an event.
+//             from when it saw the holder's last write arrive, and campaigns
+//             once that write must have aged out (follower.ts).
 //   leave     delete(key) conditioned on our last revision.
 //
 // The store is the port (port.ts), which nats/adapter.ts implements on the
@@ -45,6 +41,7 @@ import { systemClock, type Clock } from "../../util/clock";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
+import { Follower, jitter, type Candidate } from "./follower";
 import { GoMemberWait, type GoMemberTiming } from "./go-members";
 import { KeyHolder, type NatsMembership } from "./holder";
 import { holderOf, isValue, readKey, type Holder, type KeyState } from "./key-state";
@@ -60,26 +57,26 @@ export interface NatsTiming extends GoMemberTiming {
   ttlProblem(ttlMs: number): RangeError | undefined;
 }
 
-export class NatsKvBackend implements ElectionBackend<NatsMembership> {
+export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate {
   private readonly holder: KeyHolder;
   private ttl: number | undefined;
   /** The bucket's name, once its status was read. */
   private bucketName = "";
   /** The member's timing, from natsLeader: a win is led on only with the bucket's TTL of the moment, if it fits. */
   private timing: NatsTiming | undefined;
-  /** Set where Go members may take part: a win is led on only once they must have stood down. */
-  private goMembers: GoMemberWait | undefined;
+  /** Set where Go members may take part (useTiming): a win is led on only once they must have stood down. */
+  goMembers: GoMemberWait | undefined;
 
   constructor(
     private readonly kv: NatsKvPort,
     private readonly key: string,
-    private readonly name: string,
+    readonly name: string,
     /** Where followers that saw the leader leave take their turn to campaign. */
-    private readonly turns: TurnQueue = processTurns,
+    readonly turns: TurnQueue = processTurns,
     /** What the member's waits, deadlines and `sentAt` are read on: the election's clock. */
-    private readonly clock: Clock = systemClock,
+    readonly clock: Clock = systemClock,
     /** A number in [0, 1), for the followers' jitter and the retries' back-off. */
-    private readonly random: () => number = Math.random,
+    readonly random: () => number = Math.random,
   ) {
     this.holder = new KeyHolder(kv, key, name, clock);
   }
@@ -130,125 +127,36 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
       return held;
     }
     try {
-      return await this.campaign(onLeader, signal);
+      let ttlMs = await this.bucketTtl(signal);
+      if (this.timing?.ttlProblem(ttlMs)) {
+        // A win found the bucket made again with a TTL that does not fit: look
+        // again (it may have been fixed), and win nothing until it fits.
+        this.ttl = undefined;
+        ttlMs = await this.bucketTtl(signal);
+        const problem = this.timing.ttlProblem(ttlMs);
+        if (problem) throw problem;
+      }
+      // Opened before the first create, so no write after it goes unseen.
+      const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
+      try {
+        return await new Follower(this, watch, ttlMs, onLeader, signal).follow();
+      } finally {
+        watch.close();
+      }
     } catch (err) {
       if (this.kv.isBucketMissing(err)) this.ttl = undefined;
       throw err;
     }
   }
 
-  private async campaign(onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<NatsMembership>> {
-    let ttlMs = await this.bucketTtl(signal);
-    if (this.timing?.ttlProblem(ttlMs)) {
-      // A win found the bucket made again with a TTL that does not fit: look
-      // again (it may have been fixed), and win nothing until it fits.
-      this.ttl = undefined;
-      ttlMs = await this.bucketTtl(signal);
-      const problem = this.timing.ttlProblem(ttlMs);
-      if (problem) throw problem;
-    }
-    // Opened before the first create, so no write after it goes unseen.
-    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
-    try {
-      let holder: Holder | undefined;
-      /** The revision of the delete or purge marker the key was last seen at, if it was. */
-      let marker: number | undefined;
-      /** The holder whose entry should have aged out by now, while we check that it did. */
-      let overdue: { holder: Holder; checks: number } | undefined;
-      for (;;) {
-        if (!holder) {
-          // Every follower sends its create at once; the one that won shows
-          // on the watch as soon as the server stored it, often before the
-          // answer to ours (one of a hundred in a large election): name its
-          // writer then. Our own create shows there too, before its answer:
-          // a write under our own name waits for that answer.
-          const stopPeeking = watch.peek((entry) => {
-            if (entry.name !== undefined && entry.name !== this.name) onLeader({ name: entry.name, token: entry.revision });
-          });
-          let won: Claim<NatsMembership> | number;
-          try {
-            won = await this.tryCreate(ttlMs, marker, signal);
-          } finally {
-            stopPeeking();
-          }
-          if (typeof won === "object") {
-            if (!this.goMembers) return won;
-            const led = await this.goMembers.hold(won, this.clock.now(), watch, signal);
-            if (led) return led;
-            // Lost while Go members stood down: whoever holds the key now is
-            // found as after a lost race.
-            log.nats("lost %s (token %d) before leading on it", this.key, won.token);
-            marker = undefined;
-            overdue = undefined;
-            continue;
-          }
-          // The write that beat ours (revision `won`) is usually on the watch
-          // already: the new leader is known without a read.
-          const current = watch.newest(won) ?? (await this.read(signal));
-          // Gone again between the create and the read: race for it again.
-          marker = current.name === undefined && current.revision > 0 ? current.revision : undefined;
-          if (!isValue(current)) continue;
-          if (overdue && current.revision === overdue.holder.revision) {
-            // The server ages entries out on a timer of its own, a little
-            // after max_age: look again shortly, a little later each time.
-            holder = overdue.holder;
-            holder.goneBy = this.clock.now() + Math.min(ttlMs / 4, 25 * 2 ** overdue.checks++);
-            continue;
-          }
-          overdue = undefined;
-          holder = holderOf(current, ttlMs);
-          onLeader({ name: holder.name, token: holder.token });
-        }
-        const entry = await watch.next(holder.goneBy + jitter(ttlMs, this.random), signal);
-        if (!entry) {
-          // Its last write has aged out unless we missed a renewal: race for the key.
-          overdue = { holder, checks: overdue?.holder === holder ? overdue.checks : 0 };
-          holder = undefined;
-          continue;
-        }
-        if (entry.revision <= holder.revision) continue;
-        if (!isValue(entry)) {
-          // Deleted or purged: the holder left, or an operator removed it.
-          holder = undefined;
-          overdue = undefined;
-          marker = entry.revision;
-          onLeader(undefined);
-          // Every follower in a process saw the same marker: they campaign
-          // one per turn of the event loop (src/util/turns.ts), and the first one's
-          // create is on its way while the others wait. One whose turn
-          // comes after the winning write arrived follows it instead of
-          // sending a create that can only lose (with a hundred followers
-          // in one process, a change sent 2 to 24 creates instead of 99).
-          await this.turns.next();
-          signal.throwIfAborted();
-          const since = watch.newest(entry.revision + 1);
-          if (since && isValue(since)) {
-            holder = holderOf(since, ttlMs);
-            onLeader({ name: holder.name, token: holder.token });
-          } else if (since) {
-            marker = since.revision;
-          }
-          continue;
-        }
-        if (entry.name !== holder.name) {
-          holder = { name: entry.name, token: entry.revision, revision: entry.revision, goneBy: 0 };
-          onLeader({ name: holder.name, token: holder.token });
-        }
-        holder.revision = entry.revision;
-        holder.goneBy = entry.seenAt + ttlMs;
-      }
-    } finally {
-      watch.close();
-    }
-  }
-
   /**
-   * One create; the claim if it won, else the key's current revision. Over a delete or purge marker seen at revision `marker`, the
+   * The campaign: one create; the claim if it won, else the key's current
+   * revision. Over a delete or purge marker seen at revision `marker`, the
    * create is the write conditioned on that revision, which is what the
    * client's create sends after a failed first try and a read: one round
    * trip instead of three.
    */
-  private async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
+  async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
     // The entry lives TTL from when the server stamps it, which is after this.
     const sentAt = this.clock.now();
     const create = marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
@@ -339,7 +247,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership> {
     return state.name === undefined ? undefined : { name: state.name, token: state.revision };
   }
 
-  private read(signal: AbortSignal): Promise<KeyState> {
+  read(signal: AbortSignal): Promise<KeyState> {
     return readKey(this.kv, this.key, this.clock, signal);
   }
 
@@ -363,15 +271,6 @@ function toHolder(state: KeyState, previous: Holder | undefined, ttlMs: number):
   if (!isValue(state)) return undefined;
   if (previous?.name !== state.name) return holderOf(state, ttlMs);
   return { name: state.name, token: previous.token, revision: state.revision, goneBy: state.seenAt + ttlMs };
-}
-
-/**
- * A follower's campaign moment is spread over a few per cent of the TTL (at
- * most 50 ms), so that many followers do not all send their create in the
- * same millisecond; one wins either way.
- */
-function jitter(ttlMs: number, random: () => number): number {
-  return random() * Math.min(50, ttlMs / 20);
 }
 
 function leaderOf(holder: Holder | undefined): Leader | undefined {

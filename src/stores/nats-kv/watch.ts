@@ -22,9 +22,14 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 /** How many of the latest entries valueWrittenBefore() can answer for: a won write is looked up within milliseconds. */
 const REMEMBERED_ENTRIES = 32;
 
+/** Shown each entry as it arrives (KeyWatch.peek). */
+export interface EntryPeeker {
+  peeked(entry: KeyState): void;
+}
+
 export class KeyWatch implements KvWatchListener {
   private readonly queue: KeyState[] = [];
-  private peeker: ((entry: KeyState) => void) | undefined;
+  private peeker: EntryPeeker | undefined;
   /** Why the watch ended by itself (the connection closed, the consumer went). */
   private ended: Error | undefined;
   private wake: (() => void) | undefined;
@@ -99,14 +104,15 @@ export class KeyWatch implements KvWatchListener {
   }
 
   /**
-   * Shows `listener` each entry as it arrives, until the returned function is
-   * called; the entries stay queued for next() and newest(). One at a time.
+   * Shows `peeker` each entry as it arrives, until stopPeeking(peeker); the
+   * entries stay queued for next() and newest(). One at a time.
    */
-  peek(listener: (entry: KeyState) => void): () => void {
-    this.peeker = listener;
-    return () => {
-      if (this.peeker === listener) this.peeker = undefined;
-    };
+  peek(peeker: EntryPeeker): void {
+    this.peeker = peeker;
+  }
+
+  stopPeeking(peeker: EntryPeeker): void {
+    if (this.peeker === peeker) this.peeker = undefined;
   }
 
   /**
@@ -136,7 +142,7 @@ export class KeyWatch implements KvWatchListener {
     if (this.recent.length > REMEMBERED_ENTRIES) this.recent.shift();
     if (name !== undefined) this.valueWrittenBy = state.seenAt;
     this.queue.push(state);
-    this.peeker?.(state);
+    this.peeker?.peeked(state);
     this.wake?.();
   }
 
