@@ -1,0 +1,79 @@
+// The NATS KV recipe's watch of the election key (src/stores/nats-kv/watch.ts)
+// on a bucket in memory behind the port and a hand-driven clock: a wait for
+// the next entry or a moment, the arrival times it stamps, and what it can
+// say of the values written before an entry.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { KeyWatch, MAX_TIMER_MS } from "../../src/stores/nats-kv/watch";
+import type { KeyState } from "../../src/stores/nats-kv/key-state";
+import { FakeClock, settle } from "../kit/fake-clock";
+import { KvDouble } from "./nats-kv-port-double";
+
+const KEY = "leader";
+
+async function watching(): Promise<{ kv: KvDouble; clock: FakeClock; watch: KeyWatch; openedAt: number }> {
+  const clock = new FakeClock();
+  const kv = new KvDouble(() => clock.now());
+  const watch = await KeyWatch.open(kv, KEY, clock, AbortSignal.timeout(5_000));
+  return { kv, clock, watch, openedAt: clock.now() };
+}
+
+describe("the NATS KV key watch", () => {
+  it("gives the next entry, stamped with its arrival on the clock, or nothing once the moment came first", async () => {
+    const { kv, clock, watch } = await watching();
+    let got: KeyState | undefined | "waiting" = "waiting";
+    void watch.next(clock.now() + 100, AbortSignal.timeout(5_000)).then((entry) => (got = entry));
+    await clock.advance(40);
+    kv.put(KEY, "a");
+    await settle();
+    assert.deepEqual(got, { name: "a", revision: 1, seenAt: clock.now() });
+    assert.equal(clock.pendingTimers, 0, "the wait's timer outlived it");
+    got = "waiting";
+    const dueAt = clock.now() + 100;
+    void watch.next(dueAt, AbortSignal.timeout(5_000)).then((entry) => (got = entry));
+    await clock.advance(99);
+    assert.equal(got, "waiting");
+    await clock.advance(1);
+    assert.equal(got, undefined);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it("waits longer than a timer can hold in steps a timer can hold", async () => {
+    const { clock, watch } = await watching();
+    const asked: number[] = [];
+    const setTimer = clock.setTimeout.bind(clock);
+    clock.setTimeout = (callback, ms) => {
+      asked.push(ms);
+      return setTimer(callback, ms);
+    };
+    let settled = false;
+    void watch.next(clock.now() + MAX_TIMER_MS + 10, AbortSignal.timeout(5_000)).then(() => (settled = true));
+    await clock.advance(MAX_TIMER_MS);
+    assert.equal(settled, false);
+    await clock.advance(10);
+    assert.equal(settled, true);
+    assert.deepEqual(asked, [MAX_TIMER_MS, 10], "a Node.js timer fires a longer delay after 1 ms");
+  });
+
+  it("tells when the newest value before an entry arrived, counting from its opening, not counting markers", async () => {
+    const { kv, clock, watch, openedAt } = await watching();
+    const first = kv.put(KEY, "a");
+    assert.equal(watch.valueWrittenBefore(first), "pending");
+    await settle();
+    assert.equal(watch.valueWrittenBefore(first), openedAt, "no value came before it: one not delivered was written before the opening");
+    await clock.advance(500);
+    const aArrived = clock.now() - 500;
+    const marker = kv.remove(KEY);
+    await settle();
+    await clock.advance(500);
+    // A write to another key of the bucket: a revision this watch never sees.
+    const elsewhere = kv.put("other", "x");
+    const second = kv.put(KEY, "b");
+    await settle();
+    assert.equal(watch.valueWrittenBefore(marker), aArrived);
+    assert.equal(watch.valueWrittenBefore(second), aArrived, "a marker is no value");
+    assert.equal(watch.valueWrittenBefore(elsewhere), "unknown", "the watch went past it");
+    watch.close();
+    assert.equal(watch.valueWrittenBefore(second + 1), "unknown", "a closed watch will not see it");
+  });
+});
