@@ -10,7 +10,7 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # Debian puts nats-server in /usr/sbin, often not on a non-root PATH; the test
-# helper (test/helpers/nats-server.ts) looks there too.
+# kit (test/kit/nats-server.ts) looks there too.
 command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || missing+=(nats-server)
 
 if ((${#missing[@]})); then
