@@ -1,13 +1,14 @@
 // The `etcd-leader` command as a user gets it: `npm pack`, installed into a
 // temporary directory (offline, from tarballs of the two runtime dependencies
 // as they are in node_modules), run with `npx etcd-leader`. Uses the build in
-// dist/ (npm test builds it first).
+// dist/ (npm test builds it first; run alone, the file builds it if src/ is newer).
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { buildIfStale } from "../kit/built-cli";
 import { startEtcd, type EtcdCluster } from "../kit/etcd-server";
 import { REPO_ROOT } from "../kit/paths";
 
@@ -30,6 +31,7 @@ function npx(args: string[], env: NodeJS.ProcessEnv = {}) {
 }
 
 before(async () => {
+  buildIfStale();
   dir = mkdtempSync(join(tmpdir(), "etcd-leader-pack-"));
   const tarballs = RUNTIME_PACKAGES.map((p) => npm(["pack", "--silent", "--pack-destination", dir, p], REPO_ROOT).trim().split("\n").at(-1)!);
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "cli-user", version: "1.0.0", private: true }));

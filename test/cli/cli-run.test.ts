@@ -14,7 +14,7 @@ import { sleep, waitFor } from "../kit/waiting";
 /** The NATS bucket's TTL too, so that --ttl agrees with it. */
 const TTL_SECONDS = NATS_BUCKET_TTL_SECONDS;
 const STORES: readonly CliStore[] = [...BACKENDS, "nats"];
-/** tsx start-up of a CLI on a loaded 2-core machine. */
+/** Start-up of a CLI on a loaded 2-core machine. */
 const START_MS = 30_000;
 /** CLI_KILL_RUNS repeats the SIGKILL case, for the figures it prints: once in npm test, 10 times under npm run soak. */
 const KILL_RUNS = runsFrom("CLI_KILL_RUNS");

@@ -57,7 +57,7 @@ import type { FaultBackend, Scenario, ScenarioOutcome } from "./types";
 
 /** The bound on re-election after a heal is the TTL plus this. */
 export const RECOVERY_SLACK_MS = 2_000;
-/** How long members may take to start and elect a first leader (tsx start-up on a loaded 2-core machine). */
+/** How long members may take to start and elect a first leader (start-up on a loaded 2-core machine). */
 const FIRST_ELECTION_TIMEOUT_MS = 30_000;
 /** The scenario's own steps must finish within this. */
 const SCENARIO_BUDGET_MS = 40_000;

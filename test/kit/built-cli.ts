@@ -49,7 +49,8 @@ export function staleBecause(): string | undefined {
   return undefined;
 }
 
-function buildIfStale(): void {
+/** Builds (scripts/build.mjs) if a file under src/ is newer than dist/; for tests that use dist/ as it is (npm pack). */
+export function buildIfStale(): void {
   if (staleBecause() === undefined) return;
   withBuildLock(() => {
     // Another test process may have built while this one waited for the lock.
