@@ -216,7 +216,7 @@ process.on("exit", () => {
 });
 
 /** The event a line of `run --json` (or `watch --json`'s stderr) reports; undefined for a line that is not a state report. */
-export function reportedEvent(line: string): RecordedEvent | undefined {
+function reportedEvent(line: string): RecordedEvent | undefined {
   let report: Record<string, unknown>;
   try {
     report = JSON.parse(line) as Record<string, unknown>;
