@@ -11,21 +11,21 @@ import { Follower, type WaitOutcome } from "../../src/stores/etcd-v3/follower";
 import { MemberKeys } from "../../src/stores/etcd-v3/member-keys";
 import { MembershipState, type V3Membership } from "../../src/stores/etcd-v3/membership";
 import { LINE_END_MEMBERS, LineReader } from "../../src/stores/etcd-v3/place-in-line";
-import { EtcdDouble } from "./etcd-v3-port-double";
+import { EtcdV3Store } from "../sim/stores/etcd-v3";
 
 const ELECTION = "/election";
 /** Lease IDs as one etcd member grants them: its ID in the top bits, then a count. */
 const FIRST_LEASE = 0x694d7f0a1b2c3d00n;
 
 interface Line {
-  etcd: EtcdDouble;
+  etcd: EtcdV3Store;
   keys: string[];
   ours: V3Membership;
 }
 
 /** `names` joined in that order, then ours, last. */
 function lineOf(names: string[]): Line {
-  const etcd = new EtcdDouble();
+  const etcd = new EtcdV3Store();
   const keys = names.map((_, i) => `${ELECTION}/${(FIRST_LEASE + BigInt(i + 1)).toString(16)}`);
   keys.forEach((key, i) => etcd.put({ [key]: names[i]! }));
   const ourKey = `${ELECTION}/${(FIRST_LEASE + BigInt(names.length + 1)).toString(16)}`;
@@ -218,7 +218,7 @@ describe("a v3 follower's wait", () => {
 });
 
 /** Moves the history on past what was read, and compacts it there. */
-function compactPast(etcd: EtcdDouble): void {
+function compactPast(etcd: EtcdV3Store): void {
   etcd.put({ "/elsewhere": "x" });
   etcd.compact();
 }

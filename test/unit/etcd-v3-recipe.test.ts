@@ -8,7 +8,7 @@ import { MembershipLostError } from "../../src/contract/errors";
 import { TurnQueue } from "../../src/util/turns";
 import { EtcdV3Backend } from "../../src/stores/etcd-v3/recipe";
 import { FakeClock } from "../kit/fake-clock";
-import { EtcdDouble } from "./etcd-v3-port-double";
+import { EtcdV3Store } from "../sim/stores/etcd-v3";
 
 const timeout = () => AbortSignal.timeout(5_000);
 
@@ -17,13 +17,13 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
-function member(etcd: EtcdDouble, name: string, clock = new FakeClock()): EtcdV3Backend {
+function member(etcd: EtcdV3Store, name: string, clock = new FakeClock()): EtcdV3Backend {
   return new EtcdV3Backend(etcd, "/election", name, 10, new TurnQueue(), clock, () => 0.5);
 }
 
 describe("the v3 recipe on its port", () => {
   it("joins with a key named after its lease, the put's revision as its token and its sentAt from the clock it was given", async () => {
-    const etcd = new EtcdDouble();
+    const etcd = new EtcdV3Store();
     const clock = new FakeClock();
     clock.jump(3_600_000); // an hour on, nowhere near performance.now()
     const claim = await member(etcd, "a", clock).join(timeout());
@@ -35,7 +35,7 @@ describe("the v3 recipe on its port", () => {
   });
 
   it("waits behind the members before it, naming them, from the reads its join made, and leads once they left", async () => {
-    const etcd = new EtcdDouble();
+    const etcd = new EtcdV3Store();
     const [a, b, c] = [member(etcd, "a"), member(etcd, "b"), member(etcd, "c")];
     const claims = [await a.join(timeout()), await b.join(timeout()), await c.join(timeout())];
     const readsAfterJoins = etcd.requests.range;
@@ -55,7 +55,7 @@ describe("the v3 recipe on its port", () => {
   });
 
   it("renews while the lease lives, and reports the membership lost once it was revoked", async () => {
-    const etcd = new EtcdDouble();
+    const etcd = new EtcdV3Store();
     const a = member(etcd, "a");
     const { membership } = await a.join(timeout());
     await a.renew(membership, timeout());
@@ -65,7 +65,7 @@ describe("the v3 recipe on its port", () => {
   });
 
   it("a leader learns its key is gone, even when deleted before it began to watch", async () => {
-    const etcd = new EtcdDouble();
+    const etcd = new EtcdV3Store();
     const a = member(etcd, "a");
     const claim = await a.join(timeout());
     await a.awaitTurn(claim, () => undefined, timeout());
@@ -74,7 +74,7 @@ describe("the v3 recipe on its port", () => {
   });
 
   it("an observer names the leader, skips keys that are no member, and names each next leader", async () => {
-    const etcd = new EtcdDouble();
+    const etcd = new EtcdV3Store();
     etcd.put({ "/election/cleanup/1": "inner" });
     const [a, b] = [member(etcd, "a"), member(etcd, "b")];
     const claims = [await a.join(timeout()), await b.join(timeout())];

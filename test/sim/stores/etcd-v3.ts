@@ -165,7 +165,10 @@ export class EtcdV3Store implements EtcdV3Port {
 
   read(request: RangeRequest): RangeAnswer {
     this.requests.range++;
-    let kvs: KeyValue[] = [...this.held].map(([key, held]) => ({ key, ...held })).filter((kv) => inKeys(request, kv.key));
+    const at = request.revision;
+    if (at !== undefined && at < this.compactedTo) throw new Error("etcdserver: mvcc: required revision has been compacted");
+    const held = at === undefined || at >= this.revision ? this.held : this.heldAt(at);
+    let kvs: KeyValue[] = [...held].map(([key, h]) => ({ key, ...h })).filter((kv) => inKeys(request, kv.key));
     if (request.minCreateRevision !== undefined) kvs = kvs.filter((kv) => kv.createRevision >= request.minCreateRevision!);
     if (request.maxCreateRevision !== undefined) kvs = kvs.filter((kv) => kv.createRevision <= request.maxCreateRevision!);
     if (request.sortByCreate === "ascend") kvs.sort((a, b) => a.createRevision - b.createRevision);
@@ -173,7 +176,21 @@ export class EtcdV3Store implements EtcdV3Port {
     else kvs.sort((a, b) => (a.key < b.key ? -1 : 1));
     if (request.key !== undefined) kvs = kvs.slice(0, 1);
     else if (request.limit) kvs = kvs.slice(0, request.limit);
+    // The header is etcd's revision now, whatever revision was read at.
     return { kvs, revision: this.revision };
+  }
+
+  /** The keys as they stood at `revision`, from the history. */
+  private heldAt(revision: number): Map<string, Held> {
+    const held = new Map<string, Held>();
+    for (const entry of this.history) {
+      if (entry.revision > revision) break;
+      for (const { type, kv } of entry.changes) {
+        if (type === "delete") held.delete(kv.key);
+        else held.set(kv.key, { value: kv.value, createRevision: kv.createRevision, modRevision: kv.modRevision, lease: undefined });
+      }
+    }
+    return held;
   }
 
   transact({ key, value, leaseId, reads }: CampaignRequest): CampaignAnswer {
