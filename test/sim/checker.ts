@@ -73,6 +73,8 @@ export class Checker {
     private readonly store: StoreView,
     private readonly bounds: CheckerBounds,
     private readonly now: () => number,
+    /** Told of each violation as it is found, for the trace. */
+    private readonly onViolation: (violation: Violation) => void = () => undefined,
   ) {
     process.on("unhandledRejection", this.onUnhandled);
   }
@@ -181,6 +183,8 @@ export class Checker {
   private fail(rule: string, detail: string): void {
     // One of each rule is enough to fail a seed; more would flood the trace.
     if (this.violations.some((v) => v.rule === rule)) return;
-    this.violations.push({ at: this.now(), rule, detail });
+    const violation = { at: this.now(), rule, detail };
+    this.violations.push(violation);
+    this.onViolation(violation);
   }
 }

@@ -9,15 +9,18 @@
 //   partition, a connection that died without a FIN); what is sent meanwhile,
 //   either way, is held, as TCP holds and sends it again, and arrives once
 //   the cut heals, unless the connection was found dead first;
+// - `congest`: every message takes longer, either way, for a while (a link
+//   near its capacity, a stalled proxy);
 // - `reset`: the connection breaks (an RST, a restarted store): requests in
 //   flight and streams fail at once, and new requests fail until it is back.
 //
 // What a lost or cut request becomes depends on the client's transport:
 // - "multiplexed" (gRPC for etcd3, a NATS connection): every call and stream
 //   rides one connection, and TCP loses nothing on a connection that lives.
-//   So a lost request or answer is the connection dying under it: the
-//   client's keepalive finds it dead (KEEPALIVE_MS), and every call in
-//   flight and every stream on it fails then; a cut that outlives the
+//   So a lost request or answer is the connection dying under it: nothing
+//   more gets through it, either way, until the client's keepalive finds it
+//   dead (KEEPALIVE_MS), and every call in flight and every stream on it
+//   fails then; a cut that outlives the
 //   keepalive does the same, and while it lasts, a new call fails after the
 //   client's connect timeout.
 // - "requests" (HTTP/1.1 for node-etcd): each request on a socket of its own;
@@ -72,10 +75,14 @@ export class Link {
   private lastOutArrival = 0;
   private lossToStore = 0;
   private lossFromStore = 0;
+  /** Added to every message's delay, each way, while the link is congested. */
+  private congestion = { toStore: 0, fromStore: 0 };
   private readonly brokenListeners = new Set<(error: Error) => void>();
   /** Calls in flight on a multiplexed connection, which fail with it. */
   private readonly inFlight = new Set<(error: Error) => void>();
   private keepaliveTimer: ReturnType<Scheduler["at"]> | undefined;
+  /** Which connection this is: a break starts a new one, and what travelled on the old one is gone. */
+  private connection = 0;
   /** When a connection that lost a message is found dead. */
   private lostConnection: ReturnType<Scheduler["at"]> | undefined;
   /** The longest a message took to reach the member so far (its delay, and what a cut or a pause held it). */
@@ -115,13 +122,14 @@ export class Link {
         this.scheduler.at(this.scheduler.now + CONNECT_TIMEOUT_MS, () => failWithConnection(new ConnectionError("cannot connect")));
         return;
       }
-      if (multiplexed) this.inFlight.add(failWithConnection);
+      this.inFlight.add(failWithConnection);
       const lost = () => {
         // On one connection, a message lost is the connection dead: its keepalive finds out, heal or not.
         if (multiplexed) this.lostConnection ??= this.scheduler.at(this.scheduler.now + KEEPALIVE_MS, () => {
           this.lostConnection = undefined;
           this.break(new ConnectionError("keepalive timed out"));
         });
+        // What was in flight, or is sent, on it meanwhile goes nowhere.
       };
       if (this.random.chance(this.lossToStore)) return lost();
       this.toStore(() => {
@@ -172,12 +180,23 @@ export class Link {
 
   /** The connection breaks now: what is held is lost, calls and streams fail; it stays down until `restore()`. */
   reset(): void {
-    this.break(new ConnectionError("connection reset"));
+    this.break(new ConnectionError("connection reset"), true);
     this.down = true;
   }
 
   restore(): void {
     this.down = false;
+  }
+
+  /** Congestion from now on: every message takes about `ms` more, the way it goes (0: none). */
+  setCongestion(ms: number, direction: CutDirection = "both"): void {
+    this.congestion = { toStore: direction === "from-store" ? 0 : ms, fromStore: direction === "to-store" ? 0 : ms };
+  }
+
+  /** One message's delay on this link now, going `way`. */
+  private delay(way: "toStore" | "fromStore"): number {
+    const extra = this.congestion[way];
+    return this.latency.draw(this.random) + (extra > 0 ? extra * (0.5 + this.random.next()) : 0);
   }
 
   /** Losses from now on: the chance of losing a request before the store, and an answer after it. */
@@ -196,44 +215,62 @@ export class Link {
     });
   }
 
-  private break(error: Error): void {
+  /**
+   * The connection is gone: what it held and carried is lost, its streams
+   * fail, and with `failCalls` its calls in flight too (a reset; and found
+   * dead, on one multiplexed connection: a socket per request that went
+   * silent fails nothing, each request hangs until its caller gives up).
+   */
+  private break(error: Error, failCalls = this.transport === "multiplexed"): void {
+    this.connection++;
     this.heldIn = [];
     this.heldOut = [];
     this.scheduler.cancel(this.keepaliveTimer);
     this.keepaliveTimer = undefined;
     this.scheduler.cancel(this.lostConnection);
     this.lostConnection = undefined;
-    for (const fail of [...this.inFlight]) fail(error);
-    this.inFlight.clear();
+    if (failCalls) {
+      for (const fail of [...this.inFlight]) fail(error);
+      this.inFlight.clear();
+    }
     for (const listener of [...this.brokenListeners]) this.process.run(() => listener(error));
   }
 
-  /** Carries a request to the store after a delay, held while cut. */
+  /** Carries a request to the store after a delay, held while cut, dropped while the connection is dead. */
   private toStore(arrive: () => void): void {
+    if (this.lostConnection) return;
     if (this.cutToStore) {
       this.heldOut.push(arrive);
       return;
     }
     // In order, as on one connection.
-    const arrival = Math.max(this.lastOutArrival, this.scheduler.now + this.latency.draw(this.random));
+    const arrival = Math.max(this.lastOutArrival, this.scheduler.now + this.delay("toStore"));
     this.lastOutArrival = arrival;
-    this.scheduler.at(arrival, arrive);
+    const connection = this.connection;
+    this.scheduler.at(arrival, () => {
+      // The connection died, or broke, while it travelled.
+      if (this.lostConnection || this.connection !== connection) return;
+      arrive();
+    });
   }
 
   /** Delivers to the member after a delay, in order, held while cut; the member's process runs it. */
   private toMember(deliver: () => void, sentAt = this.scheduler.now): void {
+    if (this.lostConnection) return;
     if (this.cutFromStore) {
       this.heldIn.push({ deliver, sentAt });
       return;
     }
-    const arrival = Math.max(this.lastArrival, this.scheduler.now + this.latency.draw(this.random));
+    const arrival = Math.max(this.lastArrival, this.scheduler.now + this.delay("fromStore"));
     this.lastArrival = arrival;
-    this.scheduler.at(arrival, () =>
+    const connection = this.connection;
+    this.scheduler.at(arrival, () => {
+      if (this.lostConnection || this.connection !== connection) return; // the connection died, or broke, while it travelled
       this.process.run(() => {
         // Counted when it runs: a pause of the member holds it too.
         this.longestDelivery = Math.max(this.longestDelivery, this.scheduler.now - sentAt);
         deliver();
-      }),
-    );
+      });
+    });
   }
 }

@@ -82,7 +82,7 @@ export async function runSeed(makeStore: StoreFactory, seed: number, options: Ru
       deliveryDelay: () => Math.max(0, ...[...links.values()].map((l) => l.longestDelivery)) + 1,
       leaderWithinMs: leaderBound(store.options, latency),
       ttlMs,
-    }, () => scheduler.now);
+    }, () => scheduler.now, (v) => trace.note(`VIOLATION ${v.rule}: ${v.detail}`));
     const startAt = SETTLE_TTLS * ttlMs;
     const healAt = startAt + WINDOW_TTLS * ttlMs;
     const plan = scheduleFaults(scheduler, random.fork(), store, cast, (text) => trace.note(text), {
@@ -106,7 +106,6 @@ export async function runSeed(makeStore: StoreFactory, seed: number, options: Ru
     for (const member of members) if (member.alive) member.process.run(() => void member.stop());
     await scheduler.runUntil(checkAt + store.holdsAtMostMs + 2 * ttlMs, afterEach);
     checker.atEnd();
-    for (const v of checker.violations) trace.note(`VIOLATION ${v.rule}: ${v.detail}`);
     return { seed, violations: checker.violations, drawn: plan.drawn, events: scheduler.events, trace };
   } finally {
     checker?.dispose();

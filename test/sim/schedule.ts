@@ -75,6 +75,21 @@ function genericFaults(ttlMs: number): GenericFault[] {
       },
     },
     {
+      kind: "congestion",
+      weight: 2,
+      apply(cast, context, healAt) {
+        const member = context.random.chance(0.6) ? leaderOrAny(cast, context.random) : anyMember(cast, context.random);
+        if (!member) return;
+        const ms = context.random.between(50, ttlMs / 2);
+        const direction = context.random.pick(["to-store", "from-store", "both"] as const);
+        const heal = Math.min(healAt, context.scheduler.now + duration(context.random, ttlMs));
+        context.note(`link of ${member.name} congested ${direction}: about ${ms.toFixed(0)} ms more a message until ${heal.toFixed(0)}`);
+        const link = cast.linkOf(member);
+        link.setCongestion(ms, direction);
+        until(context, heal, () => link.setCongestion(0));
+      },
+    },
+    {
       kind: "reset",
       weight: 2,
       apply(cast, context, healAt) {
