@@ -34,6 +34,8 @@ import type { SimMember } from "./member";
 export interface StoreView {
   /** Names the store holds a membership for now. */
   holders(): string[];
+  /** Whether a member that waits holds a membership (queue-style stores), or only the leader does (race-style). */
+  readonly followersHold: boolean;
   /** Whether the store held a membership named `name` at some moment in [from, to] (virtual time). */
   heldDuring(name: string, from: number, to: number): boolean;
   /** When the latest membership of `name` was deleted from outside (not by its member, not by expiry), if it was; undefined if not, or if it has a newer one. */
@@ -147,10 +149,14 @@ export class Checker {
     if (!running.some((m) => m.election.isLeader())) {
       this.fail("a leader after the heal", `no leader ${this.bounds.leaderWithinMs} ms after the last fault healed at ${healedAt.toFixed(1)}`);
     }
+    const holders = new Set(this.store.holders());
     for (const member of running) {
       const state = member.election.state;
       if (state !== "leading" && state !== "following") {
         this.fail("nobody stuck", `${member.name} is ${state} ${this.bounds.leaderWithinMs} ms after the heal`);
+      } else if (this.store.followersHold && !holders.has(member.name)) {
+        // Waiting on a membership the store no longer holds: it would wait for ever (etcd issue 19597).
+        this.fail("nobody stuck", `${member.name} is ${state} ${this.bounds.leaderWithinMs} ms after the heal, and the store holds no membership of it`);
       }
     }
   }

@@ -6,7 +6,7 @@ import { Checker, type Violation } from "./checker";
 import { SimMember } from "./member";
 import { Link, longTail, type LatencyModel } from "./network";
 import { scheduleFaults, type Cast } from "./schedule";
-import type { Mutation, StoreFactory } from "./store";
+import type { Mutation, SimStore, StoreFactory } from "./store";
 import { Trace } from "./trace";
 import { Random, Scheduler, SimProcess } from "./world";
 
@@ -32,14 +32,42 @@ export interface RunResult {
 const SETTLE_TTLS = 1.5;
 const WINDOW_TTLS = 6;
 
-export async function runSeed(makeStore: StoreFactory, seed: number, options: RunOptions = {}): Promise<RunResult> {
+/**
+ * A schedule written out instead of drawn: the public record's bugs, as
+ * named regression cases (regressions.ts). `faults` act at fixed virtual
+ * times; the members (3) start at 0, 10 and 20 ms; the network has no tail.
+ */
+export interface ScriptedSchedule {
+  readonly name: string;
+  readonly description: string;
+  readonly faults: ReadonlyArray<{ at: number; apply(world: ScriptedWorld): void }>;
+}
+
+/** What a scripted fault acts on. */
+export interface ScriptedWorld {
+  readonly cast: Cast;
+  readonly store: SimStore;
+  readonly scheduler: Scheduler;
+  note(text: string): void;
+}
+
+export function runSeed(makeStore: StoreFactory, seed: number, options: RunOptions = {}): Promise<RunResult> {
+  return runWorld(makeStore, seed, options, undefined);
+}
+
+/** Runs a scripted schedule (with `seed` for what is still drawn: clock origins, jitter). */
+export function runSchedule(makeStore: StoreFactory, schedule: ScriptedSchedule, seed = 1, options: RunOptions = {}): Promise<RunResult> {
+  return runWorld(makeStore, seed, options, schedule);
+}
+
+async function runWorld(makeStore: StoreFactory, seed: number, options: RunOptions, script: ScriptedSchedule | undefined): Promise<RunResult> {
   const random = new Random(seed);
   const scheduler = new Scheduler();
   const trace = new Trace(scheduler, options.fullTrace ?? false);
   const store = makeStore(scheduler, random.fork());
   const memberOptions = { ...store.options, ...options.mutation?.options };
   const ttlMs = store.options.ttlMs;
-  const latency = drawLatency(random);
+  const latency = script ? longTail(1, 0, Infinity) : drawLatency(random);
   // The documented bound: clocks whose rates differ by less than
   // stepDownMargin over one TTL. Inside it, rates within half of it from 1;
   // with skew, beyond it.
@@ -70,26 +98,29 @@ export async function runSeed(makeStore: StoreFactory, seed: number, options: Ru
     return member;
   };
   const cast: Cast = { alive: () => members.filter((m) => m.alive), linkOf: (m) => links.get(m)!, spawn };
+  const note = (text: string) => trace.note(text);
 
   const undo = options.mutation?.patch?.();
   try {
-    const count = 3 + random.below(3);
+    const count = script ? 3 : 3 + random.below(3);
     for (let i = 0; i < count; i++) {
       const member = spawn();
-      scheduler.at(random.between(0, ttlMs / 2), () => member.process.run(() => member.start()));
+      scheduler.at(script ? 10 * i : random.between(0, ttlMs / 2), () => member.process.run(() => member.start()));
     }
     checker = new Checker(members, store, {
       deliveryDelay: () => Math.max(0, ...[...links.values()].map((l) => l.longestDelivery)) + 1,
-      leaderWithinMs: leaderBound(store.options, latency),
+      leaderWithinMs: leaderBound(store.options),
       ttlMs,
     }, () => scheduler.now, (v) => trace.note(`VIOLATION ${v.rule}: ${v.detail}`));
     const startAt = SETTLE_TTLS * ttlMs;
     const healAt = startAt + WINDOW_TTLS * ttlMs;
-    const plan = scheduleFaults(scheduler, random.fork(), store, cast, (text) => trace.note(text), {
-      startAt,
-      healAt,
-      meanGapMs: random.between(0.2, 1) * ttlMs,
-    });
+    let drawn: Record<string, number> = {};
+    if (script) {
+      const world: ScriptedWorld = { cast, store, scheduler, note };
+      for (const fault of script.faults) scheduler.at(startAt + fault.at, () => fault.apply(world));
+    } else {
+      drawn = scheduleFaults(scheduler, random.fork(), store, cast, note, { startAt, healAt, meanGapMs: random.between(0.2, 1) * ttlMs }).drawn;
+    }
     const afterEach = () => checker!.afterEvent();
     await scheduler.runUntil(healAt, afterEach);
     trace.note("every fault has healed");
@@ -99,14 +130,14 @@ export async function runSeed(makeStore: StoreFactory, seed: number, options: Ru
       trace.note(`${member.name} starts`);
       member.process.run(() => member.start());
     }
-    const checkAt = healAt + leaderBound(store.options, latency);
+    const checkAt = healAt + leaderBound(store.options);
     await scheduler.runUntil(checkAt, afterEach);
     checker.afterHeal(healAt);
     trace.note("every member stops");
     for (const member of members) if (member.alive) member.process.run(() => void member.stop());
     await scheduler.runUntil(checkAt + store.holdsAtMostMs + 2 * ttlMs, afterEach);
     checker.atEnd();
-    return { seed, violations: checker.violations, drawn: plan.drawn, events: scheduler.events, trace };
+    return { seed, violations: checker.violations, drawn, events: scheduler.events, trace };
   } finally {
     checker?.dispose();
     undo?.();
@@ -124,7 +155,7 @@ function drawLatency(random: Random): LatencyModel {
  * store's expiry lag), a member's back-off is at most retryMaxDelay, and a
  * few round trips, each up to the tail.
  */
-function leaderBound(options: { ttlMs: number; retryMaxDelay: number }, _latency: LatencyModel): number {
+function leaderBound(options: { ttlMs: number; retryMaxDelay: number }): number {
   return 2 * options.ttlMs + 2 * options.retryMaxDelay + 2_000;
 }
 

@@ -57,6 +57,8 @@ export interface SimStore extends StoreView {
   readonly faults: readonly StoreFault[];
   /** The store goes down for `downMs` (every link resets; requests fail), then comes back, as a restarted server does. */
   restart(downMs: number): void;
+  /** An operator deletes the membership of member `name`, if the store holds one (a regression case's fault). */
+  deleteMembershipOf(name: string): void;
   /** How long after a membership's last renewal the store may still hold it (its TTL and the expiry sweep's lag). */
   readonly holdsAtMostMs: number;
   /** The mutations that break this store's recipe on purpose. */

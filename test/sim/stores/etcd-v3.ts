@@ -519,6 +519,12 @@ export function simEtcdV3(scheduler: Scheduler, random: Random): SimStore {
         for (const link of links) link.restore();
       });
     },
+    followersHold: true,
+    deleteMembershipOf(name: string) {
+      const keys = store.keysUnder(`${ELECTION}/`).filter((key) => isMemberKey(key) && log.nameOf(key) === name);
+      for (const key of keys) log.deletedFromOutside(key);
+      if (keys.length > 0) store.delete(...keys);
+    },
     holders: () => log.holders(),
     heldDuring: (name, from, to) => log.heldDuring(name, from, to),
     deletedFromOutsideAt: (name) => log.deletedFromOutsideAt(name),
@@ -547,6 +553,18 @@ const v3Mutations: readonly Mutation[] = [
           } finally {
             watches.anyQueued = anyQueued;
           }
+        },
+      ),
+  },
+  {
+    name: "waits-on-deleted-key",
+    description: "a follower whose own key is deleted while it waits goes on waiting, as etcd's Campaign does (etcd issue 19597)",
+    patch: () =>
+      patch(Follower.prototype as unknown as { onLineWatchEvent: (...args: unknown[]) => unknown }, "onLineWatchEvent", (original) =>
+        function (this: FollowerInside & { ours: V3Membership }, ...args: unknown[]) {
+          const [type, kv] = args as ["put" | "delete", KeyValue];
+          if (type === "delete" && kv.key === this.ours.id) return undefined;
+          return original.apply(this, args);
         },
       ),
   },
