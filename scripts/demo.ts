@@ -15,8 +15,8 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { etcdBinary, startEtcd, type EtcdCluster } from "../test/helpers/etcd-server";
-import { overlapStretches } from "../test/helpers/leadership-history";
+import { etcdBinary, startEtcd, type EtcdCluster } from "../test/kit/etcd-server";
+import { overlapStretches } from "../test/kit/leadership-history";
 
 const TTL_SECONDS = 2;
 const MEMBER_NAMES = ["alpha", "bravo", "charlie"] as const;
