@@ -112,6 +112,9 @@ export class Scheduler {
    * after each event's effects, for the checker.
    */
   async runUntil(until: number, afterEach?: () => void): Promise<void> {
+    // What was set off before the call (a member started from outside any
+    // event) schedules its events first, even when none is due yet.
+    await drain();
     for (;;) {
       const next = this.peek();
       if (!next || next.at > until) break;
