@@ -142,6 +142,17 @@ export class Checker {
     }
   }
 
+  /** Whether the members have settled: one leader, and every other running member following on a membership the store holds. */
+  settled(): boolean {
+    const running = this.members.filter((m) => m.alive && m.election.isRunning());
+    if (running.length === 0 || !running.some((m) => m.election.isLeader())) return false;
+    const holders = this.store.followersHold ? new Set(this.store.holders()) : undefined;
+    return running.every((m) => {
+      const state = m.election.state;
+      return (state === "leading" || state === "following") && (!holders || holders.has(m.name));
+    });
+  }
+
   /** Once the faults have healed, at `healedAt`: a leader, and nobody stuck. Call at healedAt + leaderWithinMs. */
   afterHeal(healedAt: number): void {
     const running = this.members.filter((m) => m.alive && m.election.isRunning());

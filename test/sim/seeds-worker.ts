@@ -1,4 +1,9 @@
 // One worker of runSeeds (seeds.ts): the seeds first+index, first+index+stride, ...
+//
+// Errors made in a run (a refused connection, an election's error events)
+// carry no stack here: a run's trace holds their messages, and capturing
+// stacks was a tenth of a seed's time. A replay of one seed keeps them.
+Error.stackTraceLimit = 0;
 import { parentPort, workerData } from "node:worker_threads";
 import { findMutation } from "./catalogue";
 import { runSeed } from "./run-seed";

@@ -109,13 +109,15 @@ export class Scheduler {
   /**
    * Runs events until virtual time reaches `until`, or none is left; after
    * each, the promise callbacks it set off run to the end. `afterEach` runs
-   * after each event's effects, for the checker.
+   * after each event's effects, for the checker; `done`, checked before each
+   * event, ends the run early (virtual time then stays where it is).
    */
-  async runUntil(until: number, afterEach?: () => void): Promise<void> {
+  async runUntil(until: number, afterEach?: () => void, done?: () => boolean): Promise<void> {
     // What was set off before the call (a member started from outside any
     // event) schedules its events first, even when none is due yet.
     await drain();
     for (;;) {
+      if (done?.()) return;
       const next = this.peek();
       if (!next || next.at > until) break;
       this.pop();
