@@ -8,13 +8,13 @@ import type { Claim, Leader } from "../../src/contract/backend";
 import { TurnQueue } from "../../src/util/turns";
 import { NatsKvBackend, type NatsMembership, type NatsTiming } from "../../src/stores/nats-kv/recipe";
 import { FakeClock, settle } from "../kit/fake-clock";
-import { KvDouble } from "./nats-kv-port-double";
+import { NatsKvStore } from "../sim/stores/nats-kv";
 
 const KEY = "leader";
 const TTL_MS = 2_000;
 
 interface Following {
-  kv: KvDouble;
+  kv: NatsKvStore;
   clock: FakeClock;
   backend: NatsKvBackend;
   /** Each leader the follower named, by name (undefined: nobody). */
@@ -28,9 +28,9 @@ interface Following {
 }
 
 /** Our member, "ours", waiting for its turn on `kv` (a key held by `holder`, if given). */
-async function following(options: { holder?: string; random?: number; kv?: KvDouble; clock?: FakeClock } = {}): Promise<Following> {
+async function following(options: { holder?: string; random?: number; kv?: NatsKvStore; clock?: FakeClock } = {}): Promise<Following> {
   const clock = options.clock ?? new FakeClock();
-  const kv = options.kv ?? new KvDouble(() => clock.now());
+  const kv = options.kv ?? new NatsKvStore({ now: () => clock.now() });
   if (options.holder) kv.put(KEY, options.holder);
   const waiting: Array<() => void> = [];
   const turns = new TurnQueue((callback) => waiting.push(callback));
@@ -58,7 +58,7 @@ async function following(options: { holder?: string; random?: number; kv?: KvDou
 }
 
 /** The times at which creates, or updates over a marker, were sent. */
-const campaignTimes = (kv: KvDouble) => kv.requests.filter((r) => r.kind === "create" || r.kind === "update").map((r) => r.at);
+const campaignTimes = (kv: NatsKvStore) => kv.requests.filter((r) => r.kind === "create" || r.kind === "update").map((r) => r.at);
 
 describe("a NATS KV follower", () => {
   it("names the holder a read finds after its create lost, and sends nothing while the holder renews", async () => {
@@ -143,14 +143,21 @@ describe("a NATS KV follower", () => {
 
   it("names the member that won while its own create is on its way, but never itself", async () => {
     const clock = new FakeClock();
-    const kv = new KvDouble(() => clock.now());
-    kv.hold("create");
+    const kv = new NatsKvStore({ now: () => clock.now() });
+    // Our create is held back, unapplied, until let go.
+    let letGo: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    const create = kv.create.bind(kv);
+    kv.create = async (key, value) => {
+      await held;
+      return create(key, value);
+    };
     const { named, won } = await following({ kv, clock });
     // y's create is applied first; ours, held back, then fails.
     kv.put(KEY, "y");
     await settle();
     assert.deepEqual(named, ["y"], "y was not named before the answer to our create");
-    kv.release();
+    letGo();
     await settle();
     assert.equal(named.at(-1), "y");
     assert.equal(won(), undefined);
@@ -159,7 +166,7 @@ describe("a NATS KV follower", () => {
 
   it("does not name its own create's entry, which arrives before the create's answer", async () => {
     const clock = new FakeClock();
-    const kv = new KvDouble(() => clock.now());
+    const kv = new NatsKvStore({ now: () => clock.now() });
     let answered = false;
     const original = kv.create.bind(kv);
     // Applied (and on the watch) at once; answered only after a while.
@@ -177,7 +184,7 @@ describe("a NATS KV follower", () => {
 
   it("leads on the TTL the bucket has now, read beside the winning create, and gives a win back whose TTL the timing does not fit", async () => {
     const clock = new FakeClock();
-    const kv = new KvDouble(() => clock.now(), { bucket: "elections", ttl: 1_000 });
+    const kv = new NatsKvStore({ now: () => clock.now(), ttlMs: 1_000 });
     const timing: NatsTiming = {
       refreshInterval: 300,
       stepDownMargin: 100,
@@ -192,7 +199,7 @@ describe("a NATS KV follower", () => {
     assert.equal(claim.ttlMs, 1_000);
     assert.equal(kv.count("status"), 2, "the status is read beside the create");
 
-    const short = new KvDouble(() => clock.now(), { bucket: "elections", ttl: 400 });
+    const short = new NatsKvStore({ now: () => clock.now(), ttlMs: 400 });
     const other = new NatsKvBackend(short, KEY, "ours", new TurnQueue(), clock, () => 0);
     other.useTiming({ ...timing, ttlProblem: (ttlMs) => (ttlMs < 500 && short.count("create") > 0 ? new RangeError(`too short: ${ttlMs}`) : undefined) }, { goMembers: false });
     await assert.rejects(other.awaitTurn(undefined, () => undefined, AbortSignal.timeout(1_000)), /too short: 400/);

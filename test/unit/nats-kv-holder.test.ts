@@ -9,14 +9,14 @@ import { MembershipLostError } from "../../src/contract/errors";
 import { TurnQueue } from "../../src/util/turns";
 import { NatsKvBackend, type NatsMembership } from "../../src/stores/nats-kv/recipe";
 import { FakeClock, settle } from "../kit/fake-clock";
-import { KvDouble } from "./nats-kv-port-double";
+import { NatsKvStore } from "../sim/stores/nats-kv";
 
 const KEY = "leader";
 const signal = () => AbortSignal.timeout(5_000);
 
-function bucket(): { kv: KvDouble; backendOf: (name: string) => NatsKvBackend } {
+function bucket(): { kv: NatsKvStore; backendOf: (name: string) => NatsKvBackend } {
   const clock = new FakeClock();
-  const kv = new KvDouble(() => clock.now());
+  const kv = new NatsKvStore({ now: () => clock.now() });
   return { kv, backendOf: (name) => new NatsKvBackend(kv, KEY, name, new TurnQueue(), clock, () => 0) };
 }
 

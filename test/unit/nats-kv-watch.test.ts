@@ -7,13 +7,13 @@ import { describe, it } from "node:test";
 import { KeyWatch, MAX_TIMER_MS } from "../../src/stores/nats-kv/watch";
 import type { KeyState } from "../../src/stores/nats-kv/key-state";
 import { FakeClock, settle } from "../kit/fake-clock";
-import { KvDouble } from "./nats-kv-port-double";
+import { NatsKvStore } from "../sim/stores/nats-kv";
 
 const KEY = "leader";
 
-async function watching(): Promise<{ kv: KvDouble; clock: FakeClock; watch: KeyWatch; openedAt: number }> {
+async function watching(): Promise<{ kv: NatsKvStore; clock: FakeClock; watch: KeyWatch; openedAt: number }> {
   const clock = new FakeClock();
-  const kv = new KvDouble(() => clock.now());
+  const kv = new NatsKvStore({ now: () => clock.now() });
   const watch = await KeyWatch.open(kv, KEY, clock, AbortSignal.timeout(5_000));
   return { kv, clock, watch, openedAt: clock.now() };
 }

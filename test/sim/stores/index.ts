@@ -1,7 +1,9 @@
 // The simulated stores, by the name the command line and the tests give them.
 import type { StoreFactory, StoreKind } from "../store";
 import { simEtcdV3 } from "./etcd-v3";
+import { simNatsKv } from "./nats-kv";
 
 export const SIM_STORES: Partial<Record<StoreKind, StoreFactory>> = {
   "etcd-v3": simEtcdV3,
+  "nats-kv": simNatsKv,
 };
