@@ -221,7 +221,15 @@ export class SimProcess implements Clock {
   }
 
   setTimeout(callback: () => void, ms: number): unknown {
-    return this.scheduler.at(this.scheduler.now + Math.max(0, ms) / this.rate, () => this.run(callback));
+    // A timer that came due while the process was paused waits among what it
+    // holds; cleared meanwhile (by what ran before it on waking), it does not
+    // run, as a cleared Node.js timer never does.
+    const timer: Scheduled = this.scheduler.at(this.scheduler.now + Math.max(0, ms) / this.rate, () =>
+      this.run(() => {
+        if (!timer.cancelled) callback();
+      }),
+    );
+    return timer;
   }
 
   clearTimeout(handle: unknown): void {
