@@ -40,6 +40,13 @@ export interface StoreView {
   heldDuring(name: string, from: number, to: number): boolean;
   /** When the latest membership of `name` was deleted from outside (not by its member, not by expiry), if it was; undefined if not, or if it has a newer one. */
   deletedFromOutsideAt(name: string): number | undefined;
+  /**
+   * Where `token`, of a membership of `name`, ranks among every token the
+   * store gave, for a store whose tokens can start over (a NATS bucket
+   * deleted and made again numbers its revisions from 1 again): a new start
+   * ranks above all before it. Absent: the token is its rank.
+   */
+  tokenRank?(name: string, token: number): number;
 }
 
 export interface Violation {
@@ -88,11 +95,12 @@ export class Checker {
     // A member that learns late of its turn on a membership deleted from
     // outside meanwhile (the documented exception) leads on its old token.
     if (this.store.deletedFromOutsideAt(member.name) !== undefined) return;
-    const again = token === this.highestToken && member === this.lastElected;
-    if (!(token > this.highestToken) && !again) {
-      this.fail("tokens grow", `${member.name} was elected with token ${token}, not above the highest before it, ${this.highestToken}`);
+    const rank = this.store.tokenRank?.(member.name, token) ?? token;
+    const again = rank === this.highestToken && member === this.lastElected;
+    if (!(rank > this.highestToken) && !again) {
+      this.fail("tokens grow", `${member.name} was elected with token ${token}${rank === token ? "" : ` (rank ${rank})`}, not above the highest before it, ${this.highestToken}`);
     }
-    this.highestToken = Math.max(this.highestToken, token);
+    this.highestToken = Math.max(this.highestToken, rank);
     this.lastElected = member;
   }
 
@@ -186,7 +194,10 @@ export class Checker {
 
   /** Two at once is the documented exception while every one but the newest leads on a membership deleted from outside. */
   private excused(together: readonly SimMember[]): boolean {
-    const tokenOf = (m: SimMember) => m.election.fencingToken() ?? m.termToken ?? 0;
+    const tokenOf = (m: SimMember) => {
+      const token = m.election.fencingToken() ?? m.termToken ?? 0;
+      return this.store.tokenRank?.(m.name, token) ?? token;
+    };
     const newest = together.reduce((a, b) => (tokenOf(a) > tokenOf(b) ? a : b));
     const now = this.now();
     const allowance = this.bounds.ttlMs + this.bounds.deliveryDelay();
