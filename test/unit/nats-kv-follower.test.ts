@@ -141,6 +141,29 @@ describe("a NATS KV follower", () => {
     assert.ok(won());
   });
 
+  it("forgets the marker once a newer value shows, and races with a plain create, never conditioned on the marker's revision (which a bucket made again since may give a live value)", async () => {
+    const { kv, clock, named, turn, won } = await following({ holder: "x" });
+    const marker = kv.remove(KEY);
+    kv.put(KEY, "y");
+    await settle();
+    await turn();
+    assert.deepEqual(named, ["x", undefined, "y"]);
+    // The bucket is deleted and made again (our watch of it goes silent), and z's writes there reach the marker's revision.
+    kv.deleteBucket();
+    kv.makeBucket();
+    let revision = kv.put(KEY, "z");
+    while (revision < marker) revision = kv.put(KEY, "z");
+    assert.equal(revision, marker);
+    // y's last write is due: y is gone, as far as we can tell.
+    await clock.advance(TTL_MS + 50);
+    const campaigns = kv.requests.filter((r) => r.kind === "create" || r.kind === "update").slice(1);
+    assert.ok(campaigns.length > 0, "it did not race once y was due");
+    assert.ok(!campaigns.some((r) => r.kind === "update" && r.revision === marker), "it raced with the revision of a marker older than a value it saw");
+    assert.equal(kv.entry(KEY)?.value, "z", "it overwrote z's live entry");
+    assert.equal(won(), undefined);
+    assert.equal(named.at(-1), "z");
+  });
+
   it("names the member that won while its own create is on its way, but never itself", async () => {
     const clock = new FakeClock();
     const kv = new NatsKvStore({ now: () => clock.now() });

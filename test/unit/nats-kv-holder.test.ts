@@ -81,6 +81,29 @@ describe("the NATS KV key holder", () => {
     controller.abort();
   });
 
+  it(
+    "reports the key lost when the bucket was deleted and made again, even where another member's entry there has reached our last revision",
+    {
+      todo:
+        "revisions start over in a bucket made again, and a revision-checked update cannot tell the buckets apart: a leader that did not see the " +
+        "deletion (paused, cut off) renews over another member's live entry when the numbers meet, and both lead until that member's watch tells it",
+    },
+    async () => {
+      const { kv, backendOf } = bucket();
+      const a = backendOf("a");
+      const { membership } = await win(a);
+      await a.renew(membership, signal());
+      const ours = a.lastRevision(membership);
+      kv.deleteBucket();
+      kv.makeBucket();
+      const b = await win(backendOf("b"));
+      let revision = b.token;
+      while (revision < ours) revision = kv.put(KEY, "b");
+      await assert.rejects(a.renew(membership, signal()), MembershipLostError);
+      assert.equal(kv.entry(KEY)?.value, "b", "a's renewal overwrote b's live entry");
+    },
+  );
+
   it("confirms a key it won before while it is still ours, and reports it lost once it is not", async () => {
     const { kv, backendOf } = bucket();
     const backend = backendOf("a");

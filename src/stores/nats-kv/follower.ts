@@ -186,6 +186,11 @@ export class Follower implements EntryPeeker {
   private newHolder(state: ValueState): void {
     const holder = holderOf(state, this.ttlMs);
     this.holder = holder;
+    // A value came after the marker: a write conditioned on the marker's
+    // revision can only fail now, while the bucket lives, and in a bucket
+    // deleted and made again since (its revisions start over) it may succeed
+    // over another member's live entry. The next race is a plain create.
+    this.marker = undefined;
     this.onLeader({ name: holder.name, token: holder.token });
   }
 }
