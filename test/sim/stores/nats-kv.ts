@@ -5,9 +5,10 @@
 // revision ("wrong last sequence: <current>"), entries that age out by the
 // bucket's max_age from their write, silently (no marker, no watch event),
 // removed by the server's expiry timer a few ms after max_age, watches that
-// deliver every later write of a key in order, and a bucket that can be
-// deleted (every request fails as the client reports a missing stream) and
-// made again (its sequence starts over).
+// deliver every later write of a key in order, a server that can be paused,
+// and a bucket that can be deleted (every request fails as the client
+// reports a missing stream; a watch of it goes silent) and made again (its
+// sequence starts over).
 //
 // Failures are shaped as @nats-io/kv 3.x gives them (a JetStreamApiError
 // 10071, a StreamNotFoundError 10059, "no responders" on a publish), and told
@@ -24,16 +25,15 @@
 // what the server sent into the dead connection is skipped (and, history
 // 1, so is what was written over meanwhile). The facts it keeps are checked
 // against a real nats-server by the same cases (test/stores/nats-kv/nats-kv-facts.ts).
-import type { ElectionBackend } from "../../../src/contract/backend";
+import type { Claim, ElectionBackend } from "../../../src/contract/backend";
 import { Follower } from "../../../src/stores/nats-kv/follower";
+import type { NatsMembership } from "../../../src/stores/nats-kv/holder";
 import type { Holder, KeyState } from "../../../src/stores/nats-kv/key-state";
 import { NatsKvAdapter } from "../../../src/stores/nats-kv/nats/adapter";
 import type { NatsKvBucket } from "../../../src/stores/nats-kv/nats/client";
 import { optionsForBucket, timingFor } from "../../../src/stores/nats-kv/options";
 import type { KvEntry, KvStatus, KvWatch, KvWatchListener, NatsKvPort } from "../../../src/stores/nats-kv/port";
 import { NatsKvBackend } from "../../../src/stores/nats-kv/recipe";
-import type { Claim } from "../../../src/contract/backend";
-import type { NatsMembership } from "../../../src/stores/nats-kv/holder";
 import type { Link } from "../network";
 import { patch } from "../mutations";
 import type { FaultContext, Mutation, SimStore, StoreFactory, StoreFault } from "../store";
