@@ -18,6 +18,9 @@
 //   successor's.
 // - A deadline that passed is final: a member that stopped believing it leads
 //   believes again only after it is elected again (an `elected` event).
+// - A member is elected only on a membership that was, at some moment, the
+//   oldest the store held (where the store can tell), deleted from outside
+//   since or not.
 // - Fencing tokens grow strictly from one term to the next, across members;
 //   a member that leads again on the same membership, with nobody's term
 //   between, carries the same token.
@@ -40,6 +43,8 @@ export interface StoreView {
   heldDuring(name: string, from: number, to: number): boolean;
   /** When the latest membership of `name` was deleted from outside (not by its member, not by expiry), if it was; undefined if not, or if it has a newer one. */
   deletedFromOutsideAt(name: string): number | undefined;
+  /** Whether the latest membership of `name` was, at some moment, the oldest the store held (a store that can tell; absent: not asked). */
+  wasFirstInLine?(name: string): boolean;
   /**
    * Where `token`, of a membership of `name`, ranks among every token the
    * store gave, for a store whose tokens can start over (a NATS bucket
@@ -92,6 +97,11 @@ export class Checker {
   elected(member: SimMember, token: number): void {
     const belief = this.belief.get(member);
     if (belief) belief.electedSince = true;
+    // Even on a membership deleted from outside: it came to the front of the
+    // line first (its turn came before the deletion), or it was never its turn.
+    if (this.store.wasFirstInLine?.(member.name) === false) {
+      this.fail("leads from the front of the line", `${member.name} was elected (token ${token}) on a membership that was never the oldest the store held`);
+    }
     // A member that learns late of its turn on a membership deleted from
     // outside meanwhile (the documented exception) leads on its old token.
     if (this.store.deletedFromOutsideAt(member.name) !== undefined) return;
