@@ -119,6 +119,24 @@ describe("the node-etcd adapter of the etcd v2 port", () => {
     assert.equal((await reading).etcdIndex, 61);
   });
 
+  it("reads a key past its TTL that etcd's sync has not removed yet, which etcd answers with its expiration and no ttl, as a key with 0 s left, alone and in a listing", async () => {
+    const { client, port } = adapter();
+    const expired = { key: KEY, value: "gone", expiration: "2026-01-01T00:00:10Z", createdIndex: 42, modifiedIndex: 42 };
+    const byHand = { key: `${KEY}1`, value: "by hand", createdIndex: 43, modifiedIndex: 43 };
+    const reading = port.get("read member", KEY, {}, new AbortController().signal);
+    client.last().answer({ action: "get", node: expired }, { "x-etcd-index": "50" });
+    assert.deepEqual(await reading, { node: { ...expired, ttl: 0 }, etcdIndex: 50 });
+    const listing = port.get("list members", "/election", { sorted: true }, new AbortController().signal);
+    const dir = { key: "/election", dir: true, createdIndex: 5, modifiedIndex: 5, nodes: [expired, keyNode(), byHand] };
+    client.last().answer({ action: "get", node: dir }, { "x-etcd-index": "50" });
+    const { node } = await listing;
+    assert.deepEqual(
+      node?.nodes?.map((n) => n.ttl),
+      [0, 10, undefined],
+      "a key written without a TTL, and only such a key, has none",
+    );
+  });
+
   it("answers a wait with the event, or with where etcd's history starts when it has forgotten the index asked for", async () => {
     const { client, port } = adapter();
     const signal = new AbortController().signal;

@@ -31,7 +31,10 @@ export interface StoreNode {
   readonly key: string;
   /** Absent on a directory. */
   readonly value?: string;
-  /** Seconds left; absent on a key written without a TTL. */
+  /**
+   * Seconds left: 0 or less once its time is up, until etcd's sync removes
+   * it (every 500 ms). Absent on a key written without a TTL, and only there.
+   */
   readonly ttl?: number;
   readonly dir?: boolean;
   /** A directory's children, in a listing. */

@@ -8,8 +8,8 @@
 //   replaces the node (a new createdIndex), a write with prevExist keeps it;
 // - TTLs as absolute expiry times, removed by the leader's sync every 500 ms
 //   (an `expire` event each); until then the key is there, and renewed by a
-//   refresh, and answered without a `ttl` once its time is up (Go's rounding
-//   gives 0, which etcd leaves out);
+//   refresh, and its `ttl` is 0 or less (etcd leaves a 0 out, keeping the
+//   `expiration`: the adapter reads that as 0, and so does the port here);
 // - the last 1000 events: a wait from an index before them answers 401 with
 //   "[<oldest kept>/<asked>]"; a wait answers the first event at or after its
 //   index on the key, or under it when recursive, or a removal of a directory
@@ -630,12 +630,13 @@ export class EtcdV2Store implements EtcdV2Port {
     return children.length > 0 ? { ...base, dir: true, nodes: children } : { ...base, dir: true };
   }
 
-  /** Seconds left, rounded as etcd rounds them (toward zero, plus one for a remainder); 0 (past its time, not yet swept) is left out, as etcd leaves it out. */
+  /** Seconds left, rounded as etcd rounds them (toward zero, plus one for a remainder): 0 or less once its time is up, until the sync. */
   private ttlOf(node: TreeNode): number | undefined {
     if (node.expiresAt === undefined) return undefined;
     const left = node.expiresAt - (this.clock?.now() ?? 0);
     const ttl = Math.trunc(left / 1000) + (left % 1000 > 0 ? 1 : 0);
-    return ttl === 0 ? undefined : ttl;
+    // Not -0, which JSON answers as 0.
+    return ttl === 0 ? 0 : ttl;
   }
 
   /**

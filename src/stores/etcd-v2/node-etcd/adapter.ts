@@ -106,7 +106,28 @@ function found(node: StoreNode, etcdIndex: number | undefined): Found {
 
 function requireNode(body: V2Body, operation: string): StoreNode {
   if (!body.node) throw new Error(`etcd answered ${operation} without a node`);
-  return body.node;
+  return withTtls(body.node);
+}
+
+/** A node as etcd answers it: with the `expiration` of a key that has a TTL. */
+type EtcdNode = StoreNode & { readonly expiration?: string; readonly nodes?: readonly EtcdNode[] };
+
+/**
+ * A key whose time is up, which etcd's sync has not removed yet, has a TTL
+ * of 0 in the port's terms. etcd leaves its `ttl` out (Go rounds what is
+ * left down to 0, and the field is omitted when empty) and keeps its
+ * `expiration`; read as it comes, it would pass for a key written without a
+ * TTL, by hand, which never goes (listing.ts), and a follower would name a
+ * member that is gone the leader.
+ */
+function withTtls(node: EtcdNode): StoreNode {
+  const nodes = node.nodes?.some(pastItsTime) ? node.nodes.map(withTtls) : node.nodes;
+  if (!pastItsTime(node) && nodes === node.nodes) return node;
+  return { ...node, ...(pastItsTime(node) ? { ttl: 0 } : {}), ...(nodes ? { nodes } : {}) };
+}
+
+function pastItsTime(node: EtcdNode): boolean {
+  return node.ttl === undefined && typeof node.expiration === "string";
 }
 
 /** The etcd index an error answer carries (etcd puts it in the body's `index`). */
