@@ -106,6 +106,13 @@ describe("the node-etcd adapter of the etcd v2 port", () => {
     await assert.rejects(reading, (err: { errorCode?: number; message: string }) => err.errorCode === 110 && /authentication/.test(err.message));
   });
 
+  it("gives up a read with no answer within the bound it was given, and aborts its request", async () => {
+    const { client, port } = adapter();
+    const reading = keepingLoopOpen(() => port.get("list members", "/election", { sorted: true }, new AbortController().signal, 20));
+    await assert.rejects(reading, (err: Error) => err.name === "UnansweredError" && /no answer to list members within 20 ms/.test(err.message));
+    assert.equal(client.last().aborted, true);
+  });
+
   it("lists sorted and reads by quorum as asked, and without X-Etcd-Index goes by the newest index the answer shows", async () => {
     const { client, port } = adapter();
     const listing = port.get("list members", "/election", { sorted: true }, new AbortController().signal);

@@ -1,125 +1,129 @@
-// The v2 recipe's own steps (src/stores/etcd-v2/recipe.ts) on a port double
-// and a hand-driven clock: what a join claims, how a renewal reads etcd's
-// answer, and the one announcement a member that waited for its turn sends.
+// The v2 recipe's own steps (src/stores/etcd-v2/recipe.ts) on the simulated
+// etcd v2 (test/sim/stores/etcd-v2.ts) as the port, on a hand-driven clock:
+// what a join claims, how a renewal reads etcd's answer, the one
+// announcement a member that waited for its turn sends, what counts as the
+// loss of a membership, and the bound on the reads of the wait.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { MembershipLostError } from "../../src/contract/errors";
 import { TurnQueue } from "../../src/util/turns";
+import { UnansweredError } from "../../src/stores/etcd-v2/node-etcd/client";
 import { EtcdV2Backend } from "../../src/stores/etcd-v2/recipe";
-import { FakeClock } from "../kit/fake-clock";
-import { event, node, PortDouble, settle } from "./etcd-v2-port-double";
+import { FakeClock, settle } from "../kit/fake-clock";
+import { EtcdV2Store } from "../sim/stores/etcd-v2";
 
 const DIR = "/election";
-const key = (createdIndex: number) => `${DIR}/${String(createdIndex).padStart(20, "0")}`;
+const TTL = 10;
 
 function backend() {
-  const port = new PortDouble();
   const clock = new FakeClock();
+  const store = new EtcdV2Store(clock);
   const turns = new TurnQueue((callback) => setImmediate(callback));
-  return { port, clock, backend: new EtcdV2Backend(port, "election/", "me", 10, 30_000, turns, clock) };
+  return { store, clock, backend: new EtcdV2Backend(store, "election/", "me", TTL, 30_000, turns, clock) };
 }
 
-/** The member created at `createdIndex`, joined, with etcd at `etcdIndex`. */
-async function joined(b: ReturnType<typeof backend>, createdIndex: number, etcdIndex = createdIndex) {
-  const joining = b.backend.join(new AbortController().signal);
-  b.port.pending("createInOrder")[0]!.answer({ node: node(key(createdIndex), createdIndex, createdIndex, "me"), etcdIndex });
-  return joining;
-}
+const signal = () => new AbortController().signal;
+
+/** A member of the election that is not this backend's: an in-order key under the directory. */
+const other = (b: ReturnType<typeof backend>, name: string) => b.store.createInOrderNow(DIR, name, TTL).node;
+
+const writes = (b: ReturnType<typeof backend>) => b.store.requests.filter((r) => r.method === "setIfExists");
 
 describe("the etcd v2 recipe", () => {
   it("claims an in-order key under the directory as etcd names it, sent at the clock's time, its token the createdIndex", async () => {
     const b = backend();
-    const joining = b.backend.join(new AbortController().signal);
-    const [create] = b.port.pending("createInOrder");
-    assert.equal(create?.key, DIR);
-    assert.equal(create?.value, "me");
+    const release = b.store.holdAnswers();
+    const joining = b.backend.join(signal());
+    assert.deepEqual(b.store.requests, [{ method: "createInOrder", key: DIR, value: "me" }]);
     const sentAt = b.clock.now();
     await b.clock.advance(40);
-    create!.answer({ node: node(key(11), 11, 11, "me"), etcdIndex: 12 });
+    release();
     const claim = await joining;
-    assert.deepEqual(claim, { membership: { id: key(11), token: 11 }, token: 11, sentAt, ttlMs: 10_000 });
+    const [key] = b.store.keysUnder(DIR);
+    const { node } = b.store.getNow(key!);
+    assert.equal(node.key, `${DIR}/${String(node.createdIndex).padStart(20, "0")}`);
+    assert.deepEqual(claim, { membership: { id: node.key, token: node.createdIndex }, token: node.createdIndex, sentAt, ttlMs: TTL * 1000 });
   });
 
   it("renews with a refresh, and counts a key etcd no longer holds, or one made again in its place, as lost", async () => {
     const b = backend();
-    const { membership } = await joined(b, 11);
-    const signal = new AbortController().signal;
-    let renewing = b.backend.renew(membership, signal);
-    let [write] = b.port.pending("setIfExists");
-    assert.equal(write?.value, null, "a refresh, which wakes no watcher");
-    write!.answer({ node: node(key(11), 11, 40, "me"), etcdIndex: 40 });
-    await renewing;
-    renewing = b.backend.renew(membership, signal);
-    b.port.pending("setIfExists")[0]!.answer({ node: undefined, etcdIndex: 50 });
-    await assert.rejects(renewing, MembershipLostError);
-    renewing = b.backend.renew(membership, signal);
-    [write] = b.port.pending("setIfExists");
-    write!.answer({ node: node(key(11), 60, 60, "someone else"), etcdIndex: 60 });
-    await assert.rejects(renewing, (err) => err instanceof MembershipLostError && /replaced by a key created at 60/.test(err.message));
+    const { membership } = await b.backend.join(signal());
+    await b.backend.renew(membership, signal());
+    assert.equal(writes(b)[0]?.value, null, "a refresh, which wakes no watcher");
+    b.store.deleteNow(membership.id);
+    await assert.rejects(b.backend.renew(membership, signal()), MembershipLostError);
+    const { node } = b.store.put(membership.id, "someone else");
+    await assert.rejects(b.backend.renew(membership, signal()), (err) => err instanceof MembershipLostError && err.message.includes(`replaced by a key created at ${node.createdIndex}`));
   });
 
   it("leads at once when its listing shows it first, without announcing", async () => {
     const b = backend();
-    const claim = await joined(b, 11);
-    const turn = b.backend.awaitTurn(claim, () => undefined, new AbortController().signal);
-    const [listing] = b.port.pending("get");
-    assert.deepEqual(listing?.options, { sorted: true });
-    listing!.answer({ node: { key: DIR, dir: true, createdIndex: 5, modifiedIndex: 5, nodes: [node(key(11), 11, 11, "me")] }, etcdIndex: 20 });
-    assert.equal(await turn, claim);
+    const claim = await b.backend.join(signal());
+    assert.equal(await b.backend.awaitTurn(claim, () => undefined, signal()), claim);
+    assert.deepEqual(b.store.requests.at(-1), { method: "get", key: DIR, options: { sorted: true } });
     await settle();
-    assert.equal(b.port.pending("setIfExists").length, 0);
+    assert.equal(writes(b).length, 0);
   });
 
   it("after waiting for its turn, announces once with its value, each renewal announcing until one is answered", async () => {
     const b = backend();
-    const claim = await joined(b, 11);
+    const first = other(b, "first");
+    const claim = await b.backend.join(signal());
     const leaders: unknown[] = [];
-    const turn = b.backend.awaitTurn(claim, (leader) => leaders.push(leader), new AbortController().signal);
-    b.port.pending("get")[0]!.answer({
-      node: { key: DIR, dir: true, createdIndex: 5, modifiedIndex: 5, nodes: [node(key(10), 10, 10, "first"), node(key(11), 11, 11, "me")] },
-      etcdIndex: 20,
-    });
+    const turn = b.backend.awaitTurn(claim, (leader) => leaders.push(leader), signal());
     await settle();
-    assert.deepEqual(leaders, [{ name: "first", token: 10 }]);
+    assert.deepEqual(leaders, [{ name: "first", token: first.createdIndex }]);
     // The witness sees the leader go, our key still there.
-    b.port.waitOn(DIR, true).answer(event("delete", node(key(10), 10, 30)));
+    b.store.deleteNow(first.key);
+    const release = b.store.holdAnswers();
     assert.equal(await turn, claim);
-    assert.equal(b.port.pending("get").length, 0, "the witness proved the turn: no read");
+    assert.equal(b.store.requests.filter((r) => r.method === "get").length, 1, "the listing only: the witness proved the turn, no read");
     await settle();
-    const [announcement] = b.port.pending("setIfExists");
+    const [announcement] = writes(b);
     assert.equal(announcement?.value, "me", "a write of its value: an update event for the members watching it");
-    const renewing = b.backend.renew(claim.membership, new AbortController().signal);
-    const writes = b.port.pending("setIfExists");
-    assert.equal(writes.length, 2);
-    assert.equal(writes[1]!.value, "me", "not yet answered: the renewal announces too");
-    announcement!.answer({ node: node(key(11), 11, 31, "me"), etcdIndex: 31 });
-    writes[1]!.answer({ node: node(key(11), 11, 32, "me"), etcdIndex: 32 });
+    const renewing = b.backend.renew(claim.membership, signal());
+    assert.deepEqual(writes(b).map((w) => w.value), ["me", "me"], "not yet answered: the renewal announces too");
+    release();
     await renewing;
-    void b.backend.renew(claim.membership, new AbortController().signal);
-    assert.equal(b.port.pending("setIfExists")[0]!.value, null, "announced: renewals refresh again");
+    await b.backend.renew(claim.membership, signal());
+    assert.equal(writes(b).at(-1)?.value, null, "announced: renewals refresh again");
   });
 
   it("watches its own key for its loss from after the announcement, and resolves on its removal", async () => {
     const b = backend();
-    const claim = await joined(b, 11);
-    const turn = b.backend.awaitTurn(claim, () => undefined, new AbortController().signal);
-    b.port.pending("get")[0]!.answer({
-      node: { key: DIR, dir: true, createdIndex: 5, modifiedIndex: 5, nodes: [node(key(10), 10, 10, "first"), node(key(11), 11, 11, "me")] },
-      etcdIndex: 20,
-    });
+    const first = other(b, "first");
+    const claim = await b.backend.join(signal());
+    const turn = b.backend.awaitTurn(claim, () => undefined, signal());
     await settle();
-    b.port.waitOn(DIR, true).answer(event("delete", node(key(10), 10, 30)));
+    b.store.deleteNow(first.key);
+    const release = b.store.holdAnswers();
     await turn;
     let lost = false;
-    const loss = b.backend.awaitLoss(claim.membership, new AbortController().signal).then(() => (lost = true));
+    const loss = b.backend.awaitLoss(claim.membership, signal()).then(() => (lost = true));
     await settle();
-    assert.equal(b.port.pending("wait").length, 0, "no watch before the announcement is answered");
-    b.port.pending("setIfExists")[0]!.answer({ node: node(key(11), 11, 31, "me"), etcdIndex: 31 });
+    assert.ok(!b.store.pendingWaits.some((w) => w.key === claim.membership.id), "no watch before the announcement is answered");
+    release();
     await settle();
-    const own = b.port.waitOn(key(11));
-    assert.equal(own.fromIndex, 32);
-    own.answer(event("delete", node(key(11), 11, 40)));
+    const announced = b.store.getNow(claim.membership.id).node;
+    assert.deepEqual(b.store.pendingWaits, [{ key: claim.membership.id, fromIndex: announced.modifiedIndex + 1, recursive: false }]);
+    b.store.deleteNow(claim.membership.id);
     await loss;
     assert.equal(lost, true);
+  });
+
+  it("gives up a listing etcd does not answer within a TTL: the wait for the turn fails, and the election tries again", async () => {
+    const b = backend();
+    const claim = await b.backend.join(signal());
+    // A request lost on a connection that died silently: never answered.
+    b.store.holdAnswers();
+    const seen: { outcome?: unknown } = {};
+    b.backend.awaitTurn(claim, () => undefined, signal()).then(
+      (turn) => (seen.outcome = turn),
+      (err: unknown) => (seen.outcome = err),
+    );
+    await b.clock.advance(TTL * 1000 - 1);
+    assert.equal(seen.outcome === undefined, true, "given up before its bound");
+    await b.clock.advance(1);
+    assert.ok(seen.outcome instanceof UnansweredError, `the wait gave ${String(seen.outcome)}`);
   });
 });

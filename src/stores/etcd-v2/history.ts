@@ -11,6 +11,12 @@
 // same index proves as much as a read would). Only a re-arm that etcd answers
 // with 401 costs a point read.
 //
+// A read is bounded too: where etcd has forgotten a watch's history, the
+// point read that stands in for it is given up after `abandonReadsAfterMs`
+// (the recipe gives a TTL), for the same reason: on node-etcd's HTTP a
+// request lost on a connection that died silently is never answered, and a
+// follower waiting on it would wait for ever.
+//
 // The loop that asks again is the recipe's, here; the bound is the port's
 // (a wait is given it, and answers "unanswered" once it passes). Asking again
 // from the same index, and what that proves, is part of the recipe, and a
@@ -56,6 +62,8 @@ export class EventHistory {
   constructor(
     private readonly port: EtcdV2Port,
     private readonly watchRearmInterval: number,
+    /** How long a point read may go unanswered before it is given up. */
+    private readonly abandonReadsAfterMs: number,
   ) {}
 
   /** Whether etcd had forgotten the events from `index` on, at the last 401 this member got. */
@@ -110,6 +118,6 @@ export class EventHistory {
 
   /** A point read of a member's key: the node and the etcd index it was seen at, or the index it was found gone at. */
   read(key: string, signal: AbortSignal): Promise<Found | NotFound> {
-    return this.port.get("read member", key, POINT_READ, signal);
+    return this.port.get("read member", key, POINT_READ, signal, this.abandonReadsAfterMs);
   }
 }

@@ -13,9 +13,14 @@ export interface Member {
 
 const SORTED = { sorted: true } as const;
 
-/** The members of the election in `dir`, oldest first, and the etcd index of the listing. */
-export async function listMembers(port: EtcdV2Port, dir: string, signal: AbortSignal): Promise<{ members: Member[]; etcdIndex: number }> {
-  const { node, etcdIndex } = await port.get("list members", dir, SORTED, signal);
+/** The members of the election in `dir`, oldest first, and the etcd index of the listing; given up after `abandonAfterMs` without an answer. */
+export async function listMembers(
+  port: EtcdV2Port,
+  dir: string,
+  signal: AbortSignal,
+  abandonAfterMs?: number,
+): Promise<{ members: Member[]; etcdIndex: number }> {
+  const { node, etcdIndex } = await port.get("list members", dir, SORTED, signal, abandonAfterMs);
   // An election nobody has joined yet: etcd's answer still says where its index is.
   if (!node) return { members: [], etcdIndex };
   if (!node.dir) throw new Error(`election key ${dir} is not a directory in etcd`);

@@ -99,8 +99,8 @@ export interface EtcdV2Port {
     abandonAfterMs?: number,
   ): Promise<Found>;
 
-  /** GET <key>: a key, or a directory with its children. */
-  get(operation: string, key: string, options: GetOptions, signal: AbortSignal): Promise<Found | NotFound>;
+  /** GET <key>: a key, or a directory with its children. Given up after `abandonAfterMs` without an answer. */
+  get(operation: string, key: string, options: GetOptions, signal: AbortSignal, abandonAfterMs?: number): Promise<Found | NotFound>;
 
   /**
    * PUT <key> ttl=<ttlSeconds> prevExist=true: only if the key exists. With

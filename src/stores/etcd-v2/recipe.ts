@@ -46,7 +46,11 @@
 //   tells the members watching it that it leads.
 //
 // No long poll waits unbounded: each is asked again every watchRearmInterval
-// (history.ts says why, and why that loop is the recipe's).
+// (history.ts says why, and why that loop is the recipe's). No read does
+// either: a listing or a read unanswered for a TTL is given up, as a create
+// is. On node-etcd's HTTP a request lost on a connection that died silently
+// is never answered: a member first in line whose listing was lost would
+// wait for ever, its renewals keeping its key, and the line, where they are.
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
 import { untilAborted } from "../../util/abort";
@@ -78,6 +82,10 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   /** The election directory as etcd names it, in requests and in answers: one leading slash, none trailing. */
   private readonly dir: string;
   private readonly history: EventHistory;
+  /** How long a read may go unanswered before it is given up (see the top of this file). */
+  private get readBound(): number {
+    return this.ttlSeconds * 1000;
+  }
 
   constructor(
     private readonly port: EtcdV2Port,
@@ -92,7 +100,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   ) {
     this.dir = electionDirectory(key);
     this.description = `etcd v2 ${this.dir}`;
-    this.history = new EventHistory(port, watchRearmInterval);
+    this.history = new EventHistory(port, watchRearmInterval, this.readBound);
   }
 
   /** Step 1: a place at the back of the line. */
@@ -160,7 +168,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    * (line.ts).
    */
   private async placeInLine(membership: V2Membership, state: MembershipState, signal: AbortSignal): Promise<OlderMembers | undefined> {
-    const { members, etcdIndex } = await listMembers(this.port, this.dir, signal);
+    const { members, etcdIndex } = await listMembers(this.port, this.dir, signal, this.readBound);
     const position = members.findIndex((m) => m.key === membership.id);
     if (position < 0) throw new MembershipLostError(`membership ${membership.id} is no longer listed`);
     if (position === 0) return undefined;
@@ -177,7 +185,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
    */
   private async confirmAlive(membership: V2Membership, state: MembershipState, turnAt: number, signal: AbortSignal): Promise<void> {
     for (const quorum of [false, true]) {
-      const { node, etcdIndex } = await this.port.get("read member", membership.id, quorum ? QUORUM_READ : POINT_READ, signal);
+      const { node, etcdIndex } = await this.port.get("read member", membership.id, quorum ? QUORUM_READ : POINT_READ, signal, this.readBound);
       if (!node || node.createdIndex !== membership.token) {
         throw new MembershipLostError(`membership ${membership.id} was deleted before its turn came`);
       }
@@ -250,7 +258,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     // Observers are few, so each keeps the whole line from a recursive watch
     // of the directory: one listing, then every join and departure as it comes.
     for (;;) {
-      const { members, etcdIndex } = await listMembers(this.port, this.dir, signal);
+      const { members, etcdIndex } = await listMembers(this.port, this.dir, signal, this.readBound);
       if (etcdIndex === 0) throw new Error("etcd did not say which index its answer is at; cannot watch");
       const line = new Map(members.map((m) => [m.key, m]));
       onLeader(leaderOf(oldest(line)));
@@ -275,7 +283,7 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
   }
 
   async readLeader(signal: AbortSignal): Promise<Leader | undefined> {
-    const { members } = await listMembers(this.port, this.dir, signal);
+    const { members } = await listMembers(this.port, this.dir, signal, this.readBound);
     return leaderOf(members[0]);
   }
 }

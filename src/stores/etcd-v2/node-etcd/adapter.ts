@@ -23,11 +23,11 @@ export class NodeEtcdAdapter implements EtcdV2Port {
     return call(operation, (cb) => this.client.create(dir, value, { ttl: ttlSeconds, ...NO_CLIENT_RETRIES }, cb), signal, abandonAfterMs, WRITTEN);
   }
 
-  get(operation: string, key: string, options: GetOptions, signal: AbortSignal): Promise<Found | NotFound> {
+  get(operation: string, key: string, options: GetOptions, signal: AbortSignal, abandonAfterMs?: number): Promise<Found | NotFound> {
     const query: { maxRetries: number; sorted?: true; quorum?: true } = { ...NO_CLIENT_RETRIES };
     if (options.sorted) query.sorted = true;
     if (options.quorum) query.quorum = true;
-    return call(operation, (cb) => this.client.get(key, query, cb), signal, undefined, READ);
+    return call(operation, (cb) => this.client.get(key, query, cb), signal, abandonAfterMs, READ);
   }
 
   setIfExists(
