@@ -222,6 +222,17 @@ describe("an etcd v2 follower", () => {
     assert.deepEqual(w.waits(), [[third!.key, w.listedAt + 1, false]]);
   });
 
+  it("takes a node written in the heir's place (a set without prevExist) for the heir's removal, not for a 0.0.1 heir renewing", async () => {
+    const w = waiting(3);
+    const [, heir, third] = w.older;
+    await w.letOneTurnThrough();
+    w.store.put(heir!.key, "m2");
+    await settle();
+    await w.letOneTurnThrough();
+    assert.deepEqual(w.waits(), [[third!.key, w.listedAt + 1, false]], "the member behind it is watched, not the leader");
+    assert.deepEqual(w.leaders, []);
+  });
+
   it("watches the leader, not a heir written by hand without a TTL, which never writes again", async () => {
     const w = waiting(3, { permanent: [1] });
     const [leader, heir] = w.older;

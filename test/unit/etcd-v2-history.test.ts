@@ -47,7 +47,7 @@ describe("the etcd v2 event history, as the recipe reads it", () => {
     const { node } = store.createInOrderNow(DIR, "m", 10);
     store.deleteNow(node.key);
     pushHistoryPast(store);
-    const change = await history.nextChange(node.key, node.createdIndex + 1, new AbortController().signal);
+    const change = await history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, new AbortController().signal);
     assert.deepEqual(change, { removedAt: store.index });
     assert.deepEqual(
       store.requests.map((r) => [r.method, r.key]),
@@ -61,13 +61,13 @@ describe("the etcd v2 event history, as the recipe reads it", () => {
     const { node } = store.createInOrderNow(DIR, "me", 10);
     pushHistoryPast(store);
     const readAt = store.index;
-    const change = history.nextChange(node.key, node.createdIndex + 1, signal);
+    const change = history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, signal);
     await settle();
     assert.deepEqual(store.pendingWaits, [{ key: node.key, fromIndex: readAt + 1, recursive: false }]);
     const written = store.put(node.key, "me", { ttl: 10, prevExist: true });
     assert.deepEqual(await change, { kind: "event", action: "update", node: written.node });
 
-    const reported = await history.nextChange(node.key, node.createdIndex + 1, signal, true);
+    const reported = await history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, signal, true);
     assert.deepEqual(reported, { rereadAt: store.index, value: "me" });
   });
 
@@ -79,12 +79,12 @@ describe("the etcd v2 event history, as the recipe reads it", () => {
     store.deleteNow(first.key);
     store.deleteNow(second.key);
     pushHistoryPast(store);
-    await history.nextChange(first.key, first.createdIndex + 1, signal);
+    await history.nextChange(first.key, first.createdIndex, first.createdIndex + 1, signal);
     const start = store.historyStart;
     assert.equal(history.forgot(start - 1), true);
     assert.equal(history.forgot(start), false);
     const waitsBefore = waits(store).length;
-    const change = await history.nextChange(second.key, second.createdIndex + 1, signal);
+    const change = await history.nextChange(second.key, second.createdIndex, second.createdIndex + 1, signal);
     assert.equal(waits(store).length, waitsBefore, "no watch from before the history's start");
     assert.deepEqual(change, { removedAt: store.index });
   });
@@ -118,5 +118,19 @@ describe("the etcd v2 event history, as the recipe reads it", () => {
     assert.equal(seen.outcome === undefined, true, "given up before its bound");
     await clock.advance(1);
     assert.ok(seen.outcome instanceof UnansweredError, `the read gave ${String(seen.outcome)}`);
+  });
+
+  it("takes a node written in the key's place (a set without prevExist, which makes no removal event) for the key's removal", async () => {
+    const { store, history } = reading();
+    const signal = new AbortController().signal;
+    const { node } = store.createInOrderNow(DIR, "me", 10);
+    const change = history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, signal);
+    await settle();
+    const replaced = store.put(node.key, "someone else");
+    assert.deepEqual(await change, { removedAt: replaced.node.modifiedIndex });
+
+    // And where a read stands in for the history.
+    pushHistoryPast(store);
+    assert.deepEqual(await history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, signal), { removedAt: store.index });
   });
 });

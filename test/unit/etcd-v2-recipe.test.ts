@@ -111,6 +111,19 @@ describe("the etcd v2 recipe", () => {
     assert.equal(lost, true);
   });
 
+  it("counts a node written in its key's place (a set without prevExist, which makes no removal event) as the loss of its membership", async () => {
+    const b = backend();
+    const claim = await b.backend.join(signal());
+    await b.backend.awaitTurn(claim, () => undefined, signal());
+    let lost = false;
+    const loss = b.backend.awaitLoss(claim.membership, signal()).then(() => (lost = true));
+    await settle();
+    b.store.put(claim.membership.id, "me");
+    await settle();
+    assert.equal(lost, true, "still watching a key that is no longer its own");
+    await loss;
+  });
+
   it("gives up a listing etcd does not answer within a TTL: the wait for the turn fails, and the election tries again", async () => {
     const b = backend();
     const claim = await b.backend.join(signal());

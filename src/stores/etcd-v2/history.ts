@@ -90,29 +90,33 @@ export class EventHistory {
   }
 
   /**
-   * The next change of one key at or after index `from`: its removal (a
-   * delete or expiry of the key or of a directory above it, at etcd index
-   * `removedAt`) or a write, with the action that wrote it. Where etcd has
-   * forgotten the history the watch needs, a point read stands in for it: a
-   * key found gone was removed by the read's index; a key still there is
-   * watched from there, or with `reportGap` reported as such (`rereadAt`),
-   * for the caller to judge what may have happened unseen.
+   * The next change of one member's key, the node created at
+   * `createdIndex`, at or after index `from`: its removal (a delete or
+   * expiry of the key or of a directory above it, or a node written in its
+   * place by a set without prevExist, which makes no removal event: at etcd
+   * index `removedAt`) or a write, with the action that wrote it. Where etcd
+   * has forgotten the history the watch needs, a point read stands in for
+   * it: a key found gone, or made again, was removed by the read's index; a
+   * key still there is watched from there, or with `reportGap` reported as
+   * such (`rereadAt`), for the caller to judge what may have happened unseen.
    */
-  nextChange(key: string, from: number, signal: AbortSignal, reportGap: true): Promise<Removal | WatchEvent | Reread>;
-  nextChange(key: string, from: number, signal: AbortSignal, reportGap?: false): Promise<Removal | WatchEvent>;
-  nextChange(key: string, from: number, signal: AbortSignal, reportGap = false): Promise<Removal | WatchEvent | Reread> {
+  nextChange(key: string, createdIndex: number, from: number, signal: AbortSignal, reportGap: true): Promise<Removal | WatchEvent | Reread>;
+  nextChange(key: string, createdIndex: number, from: number, signal: AbortSignal, reportGap?: false): Promise<Removal | WatchEvent>;
+  nextChange(key: string, createdIndex: number, from: number, signal: AbortSignal, reportGap = false): Promise<Removal | WatchEvent | Reread> {
     // A watch etcd would answer with a 401 is not sent: the read comes first.
     const watching = this.forgot(from) ? Promise.resolve(FORGOTTEN) : this.nextEvent(key, from, false, signal);
     // A promise chain, not an async function: a follower holds one for as long as it waits.
     return watching.then(async (answer) => {
       if (answer.kind === "event") {
-        return V2_REMOVALS.has(answer.action) ? { removedAt: answer.node.modifiedIndex } : answer;
+        const { action, node } = answer;
+        return V2_REMOVALS.has(action) || node.createdIndex !== createdIndex ? { removedAt: node.modifiedIndex } : answer;
       }
       const { node, etcdIndex } = await this.read(key, signal);
-      log.v2("%s: watch history from %d gone; read at %d: %s", key, from, etcdIndex, node ? "still there" : "gone");
-      if (!node) return { removedAt: etcdIndex };
+      const there = node !== undefined && node.createdIndex === createdIndex;
+      log.v2("%s: watch history from %d gone; read at %d: %s", key, from, etcdIndex, there ? "still there" : node ? "made again" : "gone");
+      if (!there) return { removedAt: etcdIndex };
       if (reportGap) return { rereadAt: etcdIndex, value: node.value ?? "" };
-      return this.nextChange(key, etcdIndex + 1, signal);
+      return this.nextChange(key, createdIndex, etcdIndex + 1, signal);
     });
   }
 

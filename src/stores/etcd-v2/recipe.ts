@@ -243,7 +243,9 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     state.announcing = undefined;
     let from = state.knownAliveAt + 1;
     for (;;) {
-      const change = await this.history.nextChange(membership.id, from, signal);
+      // A node written in our key's place is its removal too: a member that
+      // lists the line now goes by createdIndex, and finds itself before it.
+      const change = await this.history.nextChange(membership.id, membership.token, from, signal);
       if (isRemoval(change)) return;
       from = change.node.modifiedIndex + 1;
     }

@@ -52,8 +52,8 @@ export class WatchSet {
     if (this.watched) return;
     // Called only between races (from the wait's loop): no race to wake.
     const watching = reportGap
-      ? this.history.nextChange(member.key, knownAliveAt + 1, this.signal, true)
-      : this.history.nextChange(member.key, knownAliveAt + 1, this.signal);
+      ? this.history.nextChange(member.key, member.createdIndex, knownAliveAt + 1, this.signal, true)
+      : this.history.nextChange(member.key, member.createdIndex, knownAliveAt + 1, this.signal);
     const watched = watching.then((change): WatchResult => {
       if (isRemoval(change)) return { member, outcome: "removed", at: change.removedAt };
       if ("rereadAt" in change) return { member, outcome: "reread", at: change.rereadAt, value: change.value };
