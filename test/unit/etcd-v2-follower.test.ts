@@ -206,6 +206,29 @@ describe("an etcd v2 follower", () => {
     assert.deepEqual(w.outcome(), { turn: { turnAt: removed.modifiedIndex, proven: true } });
   });
 
+  it("does not wait for a witness a renewal armed after the leader went, which would never see it go: a read proves the turn", async () => {
+    const w = waiting(2);
+    const [leader, heir] = w.older;
+    await w.letOneTurnThrough();
+    // The leader goes, unseen: ours watches the heir.
+    w.store.deleteNow(leader!.key);
+    // A renewal of ours, then the heir's removal: both answers held back.
+    let release = w.store.holdAnswers();
+    const renewing = w.store.setIfExists("refresh membership", w.ours.key, null, TTL, undefined);
+    const heirRemoved = w.store.deleteNow(heir!.key).node;
+    release();
+    // The watch on the leader it sends next is answered at once (a replay): held back too.
+    release = w.store.holdAnswers();
+    const { etcdIndex } = await renewing;
+    w.state.aliveAt(etcdIndex);
+    await settle();
+    // Ours is next in line now: the renewal arms the witness, from after the leader's removal.
+    w.follower.ownKeyRenewed();
+    release();
+    await settle();
+    assert.deepEqual(w.outcome(), { turn: { turnAt: heirRemoved.modifiedIndex, proven: false } });
+  });
+
   it("names a 0.0.1 heir from memory when the leader goes: such a heir renews by writing and never announces", async () => {
     const w = waiting(3);
     const [leader, heir, third] = w.older;

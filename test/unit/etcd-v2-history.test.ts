@@ -48,7 +48,7 @@ describe("the etcd v2 event history, as the recipe reads it", () => {
     store.deleteNow(node.key);
     pushHistoryPast(store);
     const change = await history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, new AbortController().signal);
-    assert.deepEqual(change, { removedAt: store.index });
+    assert.deepEqual(change, { removedAt: store.index, foundByRead: true });
     assert.deepEqual(
       store.requests.map((r) => [r.method, r.key]),
       [["wait", node.key], ["get", node.key]],
@@ -86,7 +86,7 @@ describe("the etcd v2 event history, as the recipe reads it", () => {
     const waitsBefore = waits(store).length;
     const change = await history.nextChange(second.key, second.createdIndex, second.createdIndex + 1, signal);
     assert.equal(waits(store).length, waitsBefore, "no watch from before the history's start");
-    assert.deepEqual(change, { removedAt: store.index });
+    assert.deepEqual(change, { removedAt: store.index, foundByRead: true });
   });
 
   it("takes a 401 that does not say where the history starts as starting past the index asked for", async () => {
@@ -131,6 +131,6 @@ describe("the etcd v2 event history, as the recipe reads it", () => {
 
     // And where a read stands in for the history.
     pushHistoryPast(store);
-    assert.deepEqual(await history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, signal), { removedAt: store.index });
+    assert.deepEqual(await history.nextChange(node.key, node.createdIndex, node.createdIndex + 1, signal), { removedAt: store.index, foundByRead: true });
   });
 });

@@ -60,6 +60,8 @@ export class Follower implements RenewalListener {
   private turnAt: number;
   /** Set once no older member is left and the witness has yet to vouch for our key at that point. */
   private awaitingWitness = false;
+  /** The etcd index the witness watches from: it sees removals at or after it. */
+  private witnessFrom = Infinity;
   private readonly watches: WatchSet;
 
   constructor(
@@ -103,7 +105,7 @@ export class Follower implements RenewalListener {
           const leader = this.older.oldest()!;
           if (member.createdIndex === leader.createdIndex) {
             // The leader: ours is the heir, or the heir is silent.
-            next = outcome === "removed" ? this.leaderRemoved(leader) : this.leaderWrote(leader, at, value);
+            next = outcome === "removed" ? this.leaderRemoved(leader, seen.foundByRead ? undefined : at) : this.leaderWrote(leader, at, value);
           } else if (outcome === "removed") {
             next = this.heirRemoved(member);
           } else if (outcome === "announced") {
@@ -147,8 +149,9 @@ export class Follower implements RenewalListener {
     return "keep-watching";
   }
 
-  private leaderRemoved(leader: LeadingMember): Next {
-    if (this.older.removeLast(leader.createdIndex)) return this.lastOlderMemberGone();
+  /** The leader went, at etcd index `removedAt` if its event said (a read that found it gone does not). */
+  private leaderRemoved(leader: LeadingMember, removedAt: number | undefined): Next {
+    if (this.older.removeLast(leader.createdIndex)) return this.lastOlderMemberGone(removedAt);
     // With a heir behind it, the leader is watched only when that heir is silent: it
     // leads now, named at once, by the name it last wrote.
     const heir = this.older.heir()!;
@@ -160,13 +163,20 @@ export class Follower implements RenewalListener {
     return "watch-next";
   }
 
-  /** No older member is left: our turn, once our key is known to have outlived the last one. */
-  private lastOlderMemberGone(): Next {
+  /**
+   * No older member is left, the last one gone at etcd index `removedAt`
+   * (undefined: a read found it gone, at or before turnAt): our turn, once
+   * our key is known to have outlived it.
+   */
+  private lastOlderMemberGone(removedAt: number | undefined): Next {
     const { turnAt } = this;
     // A renewal at or after the removal proves as much as the witness would.
     if (this.state.knownAliveAt >= turnAt) return { turnAt, proven: true };
-    if (!this.watches.hasWitness()) return { turnAt, proven: false };
-    // The witness watches from before that removal: it will report it, or ours first.
+    // The witness reports the removal, or ours first, only if it watched from
+    // before it: not one a renewal armed after the leader went (unseen then),
+    // and not for a removal a read found, whose index nobody knows. It would
+    // wait for ever, and with it the election: a read proves the turn instead.
+    if (!this.watches.hasWitness() || removedAt === undefined || removedAt < this.witnessFrom) return { turnAt, proven: false };
     this.awaitingWitness = true;
     return "keep-watching";
   }
@@ -233,6 +243,7 @@ export class Follower implements RenewalListener {
     if (this.older.size !== 1 || this.watches.hasWitness()) return;
     const predecessorKey = this.older.oldest()!.key;
     const { id, token } = this.membership;
+    this.witnessFrom = this.state.knownAliveAt + 1;
     this.watches.witness(new TurnWitness(this.history, this.dir, id, token, predecessorKey, this.state.knownAliveAt, this.watches.signal));
   }
 

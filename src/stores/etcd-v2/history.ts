@@ -29,9 +29,10 @@
 import { log } from "../../util/log";
 import { V2_REMOVALS, type EtcdV2Port, type Found, type HistoryGone, type NotFound, type WatchEvent } from "./port";
 
-/** A watched key went, at this etcd index. */
+/** A watched key went, at this etcd index; or, `foundByRead`, a read at this index found it gone (it went at or before it). */
 export interface Removal {
   readonly removedAt: number;
+  readonly foundByRead?: boolean;
 }
 
 /** etcd had forgotten the watch's history; a read at `rereadAt` found the key still there, with this value. */
@@ -114,7 +115,7 @@ export class EventHistory {
       const { node, etcdIndex } = await this.read(key, signal);
       const there = node !== undefined && node.createdIndex === createdIndex;
       log.v2("%s: watch history from %d gone; read at %d: %s", key, from, etcdIndex, there ? "still there" : node ? "made again" : "gone");
-      if (!there) return { removedAt: etcdIndex };
+      if (!there) return { removedAt: etcdIndex, foundByRead: true };
       if (reportGap) return { rereadAt: etcdIndex, value: node.value ?? "" };
       return this.nextChange(key, createdIndex, etcdIndex + 1, signal);
     });

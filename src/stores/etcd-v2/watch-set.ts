@@ -20,6 +20,8 @@ export interface WatchResult {
   outcome: WatchOutcome;
   at: number;
   value?: string | undefined;
+  /** Removed, as a read at `at` found it: it went at or before `at`, not at it. */
+  foundByRead?: boolean;
 }
 
 /** The watches one waiting member holds (one member's, and a witness), all cancelled together. */
@@ -55,7 +57,7 @@ export class WatchSet {
       ? this.history.nextChange(member.key, member.createdIndex, knownAliveAt + 1, this.signal, true)
       : this.history.nextChange(member.key, member.createdIndex, knownAliveAt + 1, this.signal);
     const watched = watching.then((change): WatchResult => {
-      if (isRemoval(change)) return { member, outcome: "removed", at: change.removedAt };
+      if (isRemoval(change)) return { member, outcome: "removed", at: change.removedAt, ...(change.foundByRead ? { foundByRead: true } : {}) };
       if ("rereadAt" in change) return { member, outcome: "reread", at: change.rereadAt, value: change.value };
       const { value, modifiedIndex: at } = change.node;
       return { member, outcome: change.action === "update" && value !== undefined ? "announced" : "changed", at, value };
