@@ -283,7 +283,7 @@ describe("an etcd v2 follower", () => {
     assert.equal(w.leaders.length, 1);
   });
 
-  it("where etcd forgot the heir's history and the leader's too, names the heir once a read finds the leader gone", async () => {
+  it("where etcd forgot the heir's history and the leader's too, names the heir once a read finds the leader gone, and a read after finds the heir", async () => {
     const w = waiting(3, {
       beforeWait: (store) => {
         const [leader, heir] = [...store.keysUnder(DIR)];
@@ -295,8 +295,29 @@ describe("an etcd v2 follower", () => {
     const [leader, heir] = w.older;
     await w.letOneTurnThrough();
     const reads = w.store.requests.filter((r) => r.method === "get").map((r) => r.key);
-    assert.deepEqual(reads, [heir!.key, leader!.key], "the heir, then the leader: a watch from where it was seen would be refused");
+    assert.deepEqual(reads, [heir!.key, leader!.key, heir!.key], "the heir, the leader (a watch from where it was seen would be refused), the heir again");
     assert.deepEqual(w.leaders, [{ name: "heir", token: heir!.createdIndex }]);
+  });
+
+  it("where etcd forgot the heir's history and the leader's too, does not name a heir gone by the time the leader was read", async () => {
+    const w = waiting(3, {
+      beforeWait: (store) => {
+        const [leader] = [...store.keysUnder(DIR)];
+        store.deleteNow(leader!);
+        pushHistoryPast(store);
+      },
+    });
+    const [, heir] = w.older;
+    // The heir is read, and goes before the leader is: the answers held back until then.
+    let release = w.store.holdAnswers();
+    await w.letOneTurnThrough();
+    release();
+    release = w.store.holdAnswers();
+    await settle();
+    w.store.deleteNow(heir!.key);
+    release();
+    await settle();
+    assert.deepEqual(w.leaders, [], "a heir found gone is no leader");
   });
 
   it("leaves no watch behind when its signal aborts", async () => {

@@ -207,7 +207,9 @@ export class Follower implements RenewalListener {
    * index L means none came by L, and a watch from L replays one that came
    * after. L is where the leader was last seen, if etcd still has the history
    * from there (after a change it has: L is the announcement's); else a read
-   * of the leader tells.
+   * of the leader tells, and if it found the leader gone the heir is read
+   * again: a name is only as fresh as the read it comes from, and the first
+   * came a round trip before the leader's.
    */
   private async heirFoundByRead(heir: LineMember, leader: LeadingMember, at: number, value: string): Promise<Next> {
     let leaderAliveAt = this.leaderSeenAt;
@@ -219,8 +221,10 @@ export class Follower implements RenewalListener {
       this.watches.follow(heir, Math.min(at, leaderAliveAt), true);
       return "keep-watching";
     }
-    // The leader is gone: the heir leads, named by its key's value.
-    return this.heirLeads(heir, at, value);
+    // The leader is gone: the heir leads, named by its key's value, if it is still there.
+    const again = await this.history.read(heir.key, this.signal);
+    if (!again.node || again.node.createdIndex !== heir.createdIndex) return this.heirRemoved(heir);
+    return this.heirLeads(heir, again.etcdIndex, again.node.value ?? value);
   }
 
   private witnessSaw(verdict: TurnVerdict): Next {
