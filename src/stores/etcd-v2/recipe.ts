@@ -27,7 +27,8 @@
 //   watches goes it watches the next one from the index it was last seen at,
 //   which replays its removal if it went meanwhile: one request per change,
 //   no read (follower.ts). When etcd has forgotten the history a watch needs
-//   (error 401: more than 1000 events since, renewals not counted), a point
+//   (error 401: more than 1000 events since, renewals counted: a refresh
+//   takes a place in etcd's history though no watch sees it), a point
 //   read of the watched key says whether it is still there; for the member
 //   next in line, the watch then goes on from where the leader was last seen
 //   (a read cannot show whether that member announced meanwhile; an

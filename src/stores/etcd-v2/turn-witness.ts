@@ -15,9 +15,9 @@
 // above it; the other followers watch the heir, not the leader, so that the
 // witness's answer is not queued behind a hundred others.)
 //
-// It costs a request per event in the directory (renewals are not events:
-// fact 2 of etcd-v2-facts.test.ts), so only the member next in line holds
-// one. When etcd has forgotten the history it needs (401), it gives up and
+// It costs a request per event in the directory (renewals wake no watch:
+// test/stores/etcd-v2/etcd-v2-facts.ts), so only the member next in line
+// holds one. When etcd has forgotten the history it needs (401), it gives up and
 // the successor reads its key as before.
 import type { EventHistory } from "./history";
 import { V2_REMOVALS } from "./port";
