@@ -24,6 +24,7 @@
 // (test/stores/etcd-v2/etcd-v2-facts.ts).
 import { posix } from "node:path";
 import type { ElectionBackend } from "../../../src/contract/backend";
+import { MembershipLostError } from "../../../src/contract/errors";
 import { resolveOptions } from "../../../src/election/options";
 import { Follower, type Turn } from "../../../src/stores/etcd-v2/follower";
 import type { TurnVerdict } from "../../../src/stores/etcd-v2/turn-witness";
@@ -105,8 +106,6 @@ export interface KeyChange {
   readonly type: "created" | "removed";
   readonly key: string;
   readonly value?: string | undefined;
-  /** A removal by a delete (not an expiry, not a replacement). */
-  readonly deleted?: boolean;
 }
 
 /** A request the store was asked through its own port, for the unit tests to look at. */
@@ -222,11 +221,11 @@ export class EtcdV2Store implements EtcdV2Port {
     if (options.prevIndex !== undefined || options.prevValue !== undefined) {
       if (node.children) throw new EtcdV2Error(102, path, this.index);
       this.compare(node, options.prevValue, options.prevIndex);
-      return this.remove(node, "compareAndDelete", false);
+      return this.remove(node, "compareAndDelete");
     }
     if (node.children && !(options.dir || options.recursive)) throw new EtcdV2Error(102, path, this.index);
     if (node.children && node.children.size > 0 && !options.recursive) throw new EtcdV2Error(108, path, this.index);
-    return this.remove(node, "delete", true);
+    return this.remove(node, "delete");
   }
 
   /**
@@ -329,7 +328,7 @@ export class EtcdV2Store implements EtcdV2Port {
     const pending: PendingWait = { key, fromIndex, recursive };
     this.requests.push({ method: "wait", ...pending });
     return new Promise<WaitAnswer>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
+      if (signal.aborted) return reject(abortReason("watch", signal));
       let settled = false;
       let timer: unknown;
       let watching: { cancel(): void } | undefined;
@@ -342,7 +341,7 @@ export class EtcdV2Store implements EtcdV2Port {
         this.directWaits.delete(pending);
         outcome();
       };
-      const onAbort = () => settle(() => reject(signal.reason));
+      const onAbort = () => settle(() => reject(abortReason("watch", signal)));
       const answered = this.watch(key, fromIndex, recursive, (event) => this.deliver(() => settle(() => resolve(event))));
       if (!("cancel" in answered)) return this.deliver(() => settle(() => resolve(answered)));
       watching = answered;
@@ -410,10 +409,11 @@ export class EtcdV2Store implements EtcdV2Port {
   }
 
   private set(path: string, value: string | undefined, options: WriteOptions): Written {
+    // A refresh reads the key first: no directory is made for one etcd does not hold.
+    if (options.refresh) this.find(path);
     const next = this.index + 1;
     const { dir, name } = this.parentOf(path, next);
     const existing = dir.children!.get(name);
-    if (options.refresh && !existing) throw new EtcdV2Error(100, path, this.index);
     if (existing?.children) throw new EtcdV2Error(102, path, this.index);
     const written = options.refresh ? existing!.value! : value ?? "";
     let prevNode: StoreNode | undefined;
@@ -481,7 +481,7 @@ export class EtcdV2Store implements EtcdV2Port {
   }
 
   /** Removes `node` (and all under it) in one event; each removed node's watchers hear first, then those above. */
-  private remove(node: TreeNode, action: string, byDelete: boolean): Written {
+  private remove(node: TreeNode, action: string): Written {
     const prevNode = this.repr(node, false, false);
     const next = ++this.index;
     const eventNode: StoreNode = node.children
@@ -491,7 +491,7 @@ export class EtcdV2Store implements EtcdV2Port {
     const removed: TreeNode[] = [];
     this.detach(node, removed);
     for (const gone of removed) {
-      if (!gone.children) this.onChange?.({ type: "removed", key: gone.path, deleted: byDelete });
+      if (!gone.children) this.onChange?.({ type: "removed", key: gone.path });
     }
     this.commit(event, removed.map((gone) => gone.path));
     return { action, node: eventNode, etcdIndex: this.index };
@@ -571,7 +571,7 @@ export class EtcdV2Store implements EtcdV2Port {
     const now = clock.now();
     const due = [...this.expiring].filter((node) => node.expiresAt! <= now);
     due.sort((a, b) => a.expiresAt! - b.expiresAt! || a.createdIndex - b.createdIndex);
-    for (const node of due) if (this.expiring.has(node)) this.remove(node, "expire", false);
+    for (const node of due) if (this.expiring.has(node)) this.remove(node, "expire");
     this.sweepTimer = clock.setTimeout(() => this.sweep(), EXPIRY_SWEEP_MS);
   }
 
@@ -738,7 +738,7 @@ class LinkedPort implements EtcdV2Port {
    */
   wait(key: string, fromIndex: number, recursive: boolean, signal: AbortSignal, abandonAfterMs: number): Promise<WaitAnswer> {
     return new Promise<WaitAnswer>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
+      if (signal.aborted) return reject(abortReason("watch", signal));
       let settled = false;
       let watching: { cancel(): void } | undefined;
       const request = new AbortController();
@@ -753,7 +753,7 @@ class LinkedPort implements EtcdV2Port {
         request.abort(new Error("wait settled"));
         outcome();
       };
-      const onAbort = () => settle(() => reject(signal.reason));
+      const onAbort = () => settle(() => reject(abortReason("watch", signal)));
       signal.addEventListener("abort", onAbort, { once: true });
       const timer = this.clock.setTimeout(() => settle(() => resolve(UNANSWERED)), abandonAfterMs);
       const stopListening = this.link.onBroken((error) => {
@@ -839,13 +839,12 @@ export function simEtcdV2(scheduler: Scheduler, random: Random): SimStore {
     { startIndex: 3 + random.below(20), sweepPhaseMs: random.between(0, EXPIRY_SWEEP_MS) },
     () => line.seen(store.oldestUnder(ELECTION, isMemberKey)),
   );
-  const nameOf = (key: string) => log.nameOf(key);
   const links = new Set<Link>();
   const options = resolveOptions(2, {});
   const memberKeys = () => store.keysUnder(ELECTION).filter(isMemberKey);
   const deleteFromOutside = (context: FaultContext, keys: string[], what: string) => {
     if (keys.length === 0) return;
-    context.note(`${what}: ${keys.map(nameOf).join(", ")}`);
+    context.note(`${what}: ${keys.map((k) => log.nameOf(k)).join(", ")}`);
     for (const key of keys) {
       log.deletedFromOutside(key);
       store.deleteIfExists(key);
@@ -870,7 +869,7 @@ export function simEtcdV2(scheduler: Scheduler, random: Random): SimStore {
       weight: 0.5,
       apply: (context) => {
         const keys = memberKeys();
-        context.note(`etcdctl rm -r of the election: ${keys.map(nameOf).join(", ") || "no member"}`);
+        context.note(`etcdctl rm -r of the election: ${keys.map((k) => log.nameOf(k)).join(", ") || "no member"}`);
         for (const key of keys) log.deletedFromOutside(key);
         try {
           store.deleteNow(ELECTION, { recursive: true });
@@ -970,7 +969,16 @@ interface FollowerInside {
 /** What the v2 backend is, seen from a mutation. */
 interface BackendInside {
   placeInLine(membership: V2Membership, state: MembershipState, signal: AbortSignal): Promise<unknown>;
+  write(membership: V2Membership, state: MembershipState, ...rest: unknown[]): Promise<void>;
   port: EtcdV2Port;
+}
+
+/** The witness's verdict that our key went first, taken as one that saw nothing. */
+function blindWitness(): () => void {
+  const inside = Follower.prototype as unknown as { witnessSaw(this: FollowerInside, verdict: TurnVerdict): unknown };
+  return patch(inside, "witnessSaw", (original) => function (this: FollowerInside, verdict: TurnVerdict) {
+    return original.call(this, verdict.kind === "lost" ? { kind: "unknown" } : verdict);
+  });
 }
 
 /** Breaks of the v2 recipe, for the simulation to find. */
@@ -980,20 +988,35 @@ const v2Mutations: readonly Mutation[] = [
     description:
       "the member next in line takes its turn when the member before it goes, without the proof that its own key outlived it (the witness, or the read of its key)",
     patch: () => {
-      const inside = Follower.prototype as unknown as {
-        lastOlderMemberGone(this: FollowerInside): unknown;
-        witnessSaw(this: FollowerInside, verdict: TurnVerdict): unknown;
-      };
+      const inside = Follower.prototype as unknown as { lastOlderMemberGone(this: FollowerInside): unknown };
       const undoGone = patch(inside, "lastOlderMemberGone", () => function (this: FollowerInside): Turn {
         return { turnAt: this.turnAt, proven: true };
       });
-      const undoWitness = patch(inside, "witnessSaw", (original) => function (this: FollowerInside, verdict: TurnVerdict) {
-        // A witness that saw our key go first is taken as one that saw nothing.
-        return original.call(this, verdict.kind === "lost" ? { kind: "unknown" } : verdict);
-      });
+      const undoWitness = blindWitness();
       return () => {
         undoWitness();
         undoGone();
+      };
+    },
+  },
+  {
+    name: "waits-on-deleted-key",
+    description:
+      "a member whose own key is deleted while it waits goes on waiting, as etcd's Campaign does (etcd issue 19597): its renewal takes etcd's \"not found\" for an answer, and its witness the key's removal for nothing",
+    patch: () => {
+      const undoWrite = patch(EtcdV2Backend.prototype as unknown as BackendInside, "write", (original) =>
+        async function (this: BackendInside, membership: V2Membership, state: MembershipState, ...rest: unknown[]) {
+          try {
+            await original.call(this, membership, state, ...rest);
+          } catch (err) {
+            if (!(state.follower && err instanceof MembershipLostError)) throw err;
+          }
+        },
+      );
+      const undoWitness = blindWitness();
+      return () => {
+        undoWitness();
+        undoWrite();
       };
     },
   },
