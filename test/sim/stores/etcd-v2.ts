@@ -141,10 +141,18 @@ export interface WriteOptions {
 
 const UNANSWERED = { kind: "unanswered" } as const;
 
+/** Keys cleaned so far: a run asks for the same few keys thousands of times. */
+const cleaned = new Map<string, string>();
+
 /** A key as etcd names it: path.Clean(path.Join("/", key)). */
 export function cleanKey(key: string): string {
-  const cleaned = posix.normalize(`/${key}`);
-  return cleaned.length > 1 ? cleaned.replace(/\/+$/, "") : "/";
+  let clean = cleaned.get(key);
+  if (clean === undefined) {
+    const normalized = posix.normalize(`/${key}`);
+    clean = normalized.length > 1 ? normalized.replace(/\/+$/, "") : "/";
+    if (cleaned.size < 10_000) cleaned.set(key, clean);
+  }
+  return clean;
 }
 
 export class EtcdV2Store implements EtcdV2Port {
@@ -173,8 +181,6 @@ export class EtcdV2Store implements EtcdV2Port {
     private readonly clock?: Clock,
     private readonly onChange?: (change: KeyChange) => void,
     options: { startIndex?: number; sweepPhaseMs?: number } = {},
-    /** Called after each event, once the store is as the event left it. */
-    private readonly afterEvent?: () => void,
   ) {
     this.index = options.startIndex ?? 1;
     if (clock) this.sweepTimer = clock.setTimeout(() => this.sweep(), options.sweepPhaseMs ?? EXPIRY_SWEEP_MS);
@@ -515,7 +521,6 @@ export class EtcdV2Store implements EtcdV2Port {
       this.events.splice(0, this.front);
       this.front = 0;
     }
-    this.afterEvent?.();
     if (event.refresh) return;
     const key = event.node.key;
     this.notifyWatchers(event, "/", false);
@@ -621,13 +626,24 @@ export class EtcdV2Store implements EtcdV2Port {
 
   /** A node as etcd answers it; a directory's children one level down (sorted by key if asked). */
   private repr(node: TreeNode, withChildren: boolean, sorted: boolean): StoreNode {
+    // Built field by field: this runs for every write, twice (the node and the one it replaced).
+    const made: { key: string; value?: string; ttl?: number; dir?: boolean; nodes?: StoreNode[]; createdIndex: number; modifiedIndex: number } = {
+      key: node.path,
+      createdIndex: node.createdIndex,
+      modifiedIndex: node.modifiedIndex,
+    };
     const ttl = this.ttlOf(node);
-    const base = { key: node.path, ...(ttl === undefined ? {} : { ttl }), createdIndex: node.createdIndex, modifiedIndex: node.modifiedIndex };
-    if (!node.children) return { ...base, value: node.value! };
-    if (!withChildren) return { ...base, dir: true };
+    if (ttl !== undefined) made.ttl = ttl;
+    if (!node.children) {
+      made.value = node.value!;
+      return made;
+    }
+    made.dir = true;
+    if (!withChildren || node.children.size === 0) return made;
     const children = [...node.children.values()].map((child) => this.repr(child, false, false));
     if (sorted) children.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    return children.length > 0 ? { ...base, dir: true, nodes: children } : { ...base, dir: true };
+    made.nodes = children;
+    return made;
   }
 
   /** Seconds left, rounded as etcd rounds them (toward zero, plus one for a remainder): 0 or less once its time is up, until the sync. */
@@ -835,9 +851,10 @@ export function simEtcdV2(scheduler: Scheduler, random: Random): SimStore {
       } else {
         log.released(change.key);
       }
+      // Only a member's arrival or departure moves the front of the line.
+      line.seen(store.oldestUnder(ELECTION, isMemberKey));
     },
     { startIndex: 3 + random.below(20), sweepPhaseMs: random.between(0, EXPIRY_SWEEP_MS) },
-    () => line.seen(store.oldestUnder(ELECTION, isMemberKey)),
   );
   const links = new Set<Link>();
   const options = resolveOptions(2, {});
