@@ -116,7 +116,11 @@ export class Link {
       const failWithConnection = (error: Error) => this.process.run(() => settle(() => reject(error)));
       if (signal?.aborted) return onAbort();
       signal?.addEventListener("abort", onAbort, { once: true });
-      if (this.down) return this.toMember(() => settle(() => reject(new ConnectionError("connection refused"))));
+      // Refused by the member's own network stack: no message of the connection, so no cut or break holds it up.
+      if (this.down) {
+        this.scheduler.at(this.scheduler.now + this.latency.draw(this.random), () => failWithConnection(new ConnectionError("connection refused")));
+        return;
+      }
       const multiplexed = this.transport === "multiplexed";
       if (multiplexed && this.deadInCut) {
         this.scheduler.at(this.scheduler.now + CONNECT_TIMEOUT_MS, () => failWithConnection(new ConnectionError("cannot connect")));
@@ -133,7 +137,8 @@ export class Link {
       };
       if (this.random.chance(this.lossToStore)) return lost();
       this.toStore(() => {
-        if (this.down) return this.toMember(() => settle(() => reject(new ConnectionError("connection reset"))));
+        // The reset that took the store down failed this call already.
+        if (this.down) return;
         let result: { value: T } | { error: unknown };
         try {
           result = { value: apply() };
