@@ -1,26 +1,28 @@
-// The election state machine: join, wait for the turn, lead, step down, retry,
-// stop, as one plain loop (`campaign`). It knows nothing about the store; a
-// backend (src/contract/backend.ts) does the store's part. What a term may promise, and
-// why, lives in src/leadership/term.ts; the scopes and waits built on terms (whileLeading,
-// whenElected) live in src/leadership/while-leading.ts and src/leadership/when-elected.ts.
+// A member of an election: its public face (start, stop, the events, who
+// leads, whileLeading) and its terms. Each run from start() to stop() is one
+// plain loop, the campaign (campaign.ts): join, wait for the turn, lead, step
+// down, retry. It knows nothing about the store; a backend
+// (src/contract/backend.ts) does the store's part. What a term may promise,
+// and why, lives in src/leadership/term.ts; the scopes and waits built on
+// terms (whileLeading, whenElected) live in src/leadership/.
 import { EventEmitter } from "eventemitter3";
-import { checkOptions, checkSignal, ChildAbortController, deadline, emitSafely, onAbort, sleep, untilAborted } from "../util/abort";
+import { leaderProblem } from "../contract/answers";
 import type { Claim, ElectionBackend, Leader, Membership } from "../contract/backend";
-import { Backoff } from "../util/backoff";
-import { callBackend as call, heldClaimProblem, InvalidClaimError, leaderProblem, newClaimProblem } from "../contract/answers";
-import { later, systemClock, wallNow, type Clock } from "../util/clock";
-import { publishError, publishRenewal, publishRetry, publishState } from "./diagnostics";
-import { defineAsyncDispose } from "../util/dispose";
-import { ElectionError, MembershipLostError, isMembershipLost, type ElectionPhase } from "../contract/errors";
+import { ElectionError, type ElectionPhase } from "../contract/errors";
 import { LeaderFeed, type LeaderChanges } from "../leadership/leader-feed";
-import { ElectionStoppedError, LeaseExpiredError, MembershipRemovedError, type LeadershipLostError } from "../leadership/lost";
-import { log } from "../util/log";
-import type { ResolvedOptions } from "./options";
-import { Renewal } from "./renewal";
-import { whileLeading, type LeadershipRoutine, type WhileLeadingOptions } from "../leadership/while-leading";
-import { electionState, type CampaignActivity, type ElectionState } from "./state";
+import { ElectionStoppedError, LeaseExpiredError, type LeadershipLostError } from "../leadership/lost";
 import { Term } from "../leadership/term";
 import { whenElected, type LeadershipHost, type WaitOptions } from "../leadership/when-elected";
+import { whileLeading, type LeadershipRoutine, type WhileLeadingOptions } from "../leadership/while-leading";
+import { checkOptions, checkSignal, emitSafely, onAbort } from "../util/abort";
+import { later, systemClock, wallNow, type Clock } from "../util/clock";
+import { defineAsyncDispose } from "../util/dispose";
+import { log } from "../util/log";
+import { Campaign, type CampaignHost } from "./campaign";
+import { publishError, publishRenewal, publishRetry, publishState } from "./diagnostics";
+import type { ResolvedOptions } from "./options";
+import { electionState, type CampaignActivity, type ElectionState } from "./state";
+import { StoreCalls } from "./store-calls";
 
 export interface ElectionEvents {
   /** This member became leader. `token` (the fencing token) is larger than any earlier leader's. */
@@ -40,14 +42,10 @@ export interface StartOptions {
   signal?: AbortSignal | undefined;
 }
 
-/** Aborts a phase when its watches may be stale: start it over without counting a failure. */
-const RESYNC = Symbol("resync");
-
 export class Election<M extends Membership = Membership> extends EventEmitter<ElectionEvents> {
   private runController: AbortController | undefined;
   private readonly campaigns = new Set<Promise<void>>();
-  /** Memberships being given up in the background; made at the first. */
-  private departures: Set<Promise<void>> | undefined;
+  private readonly calls: StoreCalls<M>;
   /** The term this member leads in, while it does. */
   private term: Term | undefined;
   /** Ends the phase the current term belongs to when its deadline passes. */
@@ -63,9 +61,6 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   /** Gives up the current run's membership; set while it holds one, for stop() to call first. */
   private leaveOnStop: (() => void) | undefined;
 
-  /** The clock's later(): where stop() lets the waits go, a turn after the deletion went out. */
-  private readonly later = (callback: () => void) => later(this.clock, callback);
-
   constructor(
     private readonly backend: ElectionBackend<M>,
     /** This member's name, as other members see it in their `leader` events. */
@@ -76,6 +71,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     private readonly random: () => number = Math.random,
   ) {
     super();
+    this.calls = new StoreCalls(backend, name, options, clock);
   }
 
   /**
@@ -95,7 +91,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.reportState();
     process.nextTick(() => {
       if (controller.signal.aborted) return;
-      track(this.campaigns, this.campaign(controller.signal));
+      const run = new Campaign(this.campaignHost(), this.backend, this.calls, this.options, this.clock, this.random, controller.signal).run();
+      this.campaigns.add(run);
+      void run.finally(() => this.campaigns.delete(run));
     });
     return this;
   }
@@ -138,7 +136,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   async leave(): Promise<void> {
     this.stop();
     await Promise.all([...this.campaigns]);
-    await Promise.all([...(this.departures ?? [])]);
+    await this.calls.departed();
   }
 
   isRunning(): boolean {
@@ -207,6 +205,26 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   /** For `await using`: leave() (Symbol.asyncDispose). */
   declare [Symbol.asyncDispose]: () => Promise<void>;
 
+  /** What a run of the campaign tells this member, and asks of it. */
+  private campaignHost(): CampaignHost<M> {
+    return {
+      name: this.name,
+      setActivity: (activity) => this.setActivity(activity),
+      follow: (leader) => this.follow(leader),
+      lead: (turn, confirmedAt, phase) => this.lead(turn, confirmedAt, phase),
+      stepDown: (reason) => this.stepDown(reason),
+      held: () => (this.renewedAt = wallNow(this.clock)),
+      renewed: (membership, sentAt) => {
+        this.term?.extend(sentAt);
+        this.renewalConfirmed(membership, sentAt);
+      },
+      report: (phase, error, attempt) => this.report(phase, error, attempt),
+      retrying: (phase, error, attempt, delayMs) => this.retrying(phase, error, attempt, delayMs),
+      setLeaveOnStop: (leave) => (this.leaveOnStop = leave),
+      later: (callback) => later(this.clock, callback),
+    };
+  }
+
   private host(): LeadershipHost {
     return {
       isRunning: () => this.isRunning(),
@@ -222,219 +240,6 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
         return () => listeners.delete(listener);
       },
     };
-  }
-
-  // Every call into the backend is also cut short by its signal here: a
-  // backend of the user's own that ignores the signal must not keep stop(),
-  // or a renewal's timeout, waiting.
-  private async campaign(signal: AbortSignal): Promise<void> {
-    const backoff = new Backoff(this.options.retryInitialDelay, this.options.retryMaxDelay, this.random);
-    /** What this member holds on the store: from joining (queue-style stores) or from winning (race-style). */
-    let claim: Claim<M> | undefined;
-    let renewal: Renewal<M> | undefined;
-    let membershipLost: unknown;
-    /** The deletion stop() started, if it did. */
-    let departure: Promise<void> | undefined;
-    const setLeaveOnStop = (leave: (() => void) | undefined) => {
-      // Only while this run is the current one: a start() after stop() has its own.
-      if (!signal.aborted) this.leaveOnStop = leave;
-    };
-    // Aborted by stop() too (stop() aborts `signal`), on the next turn of the
-    // event loop (see stop()); by a resync, a lost membership or an expired
-    // term at once; and released when the phase is over. Until stop() reaches
-    // the phase, what the store answers is dropped here: every step below
-    // checks `signal` after its wait.
-    let phase = new ChildAbortController(signal, this.later);
-
-    const hold = (held: Claim<M>) => {
-      claim = held;
-      this.renewedAt = wallNow(this.clock);
-      renewal = new Renewal(this.backend, held.membership, this.options, this.clock, {
-        renewed: (at) => {
-          if (signal.aborted) return;
-          this.term?.extend(at);
-          this.renewalConfirmed(held.membership, at);
-        },
-        failed: (error, attempt) => {
-          if (!signal.aborted) this.report("renew", error, attempt);
-        },
-        retrying: (error, attempt, delayMs) => {
-          if (!signal.aborted) this.retrying("renew", error, attempt, delayMs);
-        },
-        recovered: () => phase.abort(RESYNC),
-        lost: (error) => {
-          membershipLost = error;
-          phase.abort(error);
-        },
-      }, this.random);
-      renewal.start(held.sentAt);
-      setLeaveOnStop(() => {
-        departure = this.leaveStore(held.membership);
-      });
-    };
-
-    const dropMembership = () => {
-      setLeaveOnStop(undefined);
-      renewal?.stop();
-      renewal = undefined;
-      // The key is gone, but a v3 lease may outlive it: give up what is left.
-      if (claim) this.leaveInBackground(claim.membership);
-      claim = undefined;
-      membershipLost = undefined;
-    };
-
-    try {
-      while (!signal.aborted) {
-        const phaseSignal = phase.signal;
-        let step: ElectionPhase = "join";
-        try {
-          this.setActivity(claim || !this.backend.join ? "following" : "joining");
-          if (membershipLost !== undefined) throw membershipLost;
-          if (!claim && this.backend.join) {
-            const joined = await this.join(this.backend.join);
-            hold(joined);
-            if (signal.aborted) break;
-            log.election("%s joined as %s (token %d)", this.name, joined.membership.id, joined.token);
-            backoff.reset();
-            this.setActivity("following");
-          }
-
-          step = "wait";
-          // Who leads, as the backend reports it while this member waits; a
-          // report after the turn came (a backend's late callback) is not news.
-          let waiting = true;
-          const onLeader = (leader: Leader | undefined) => {
-            if (waiting && !signal.aborted) this.follow(leader);
-          };
-          const turn = await untilAborted("wait", call(() => this.backend.awaitTurn(claim, onLeader, phaseSignal)), phaseSignal).finally(
-            () => (waiting = false),
-          );
-          this.checkTurn(turn, claim);
-          // A race-style store holds nothing for a member until it wins (and
-          // one that won just as stop() was called has a key to delete).
-          if (!claim) hold(turn);
-          if (signal.aborted) break;
-          backoff.reset();
-
-          step = "lead";
-          const confirmedAt = await this.provenAlive(renewal!, phaseSignal);
-          if (signal.aborted) break;
-          this.lead(turn, confirmedAt, phase);
-          await untilAborted("lead", call(() => this.backend.awaitLoss(turn.membership, phaseSignal)), phaseSignal);
-          throw new MembershipLostError(`membership ${turn.membership.id} was removed from the store`);
-        } catch (thrown) {
-          if (signal.aborted) break;
-          const reason = phase.signal.aborted ? phase.signal.reason : thrown;
-          if (reason === RESYNC) {
-            log.election("%s resynchronising after a store outage", this.name);
-            continue;
-          }
-          if (isMembershipLost(reason)) {
-            this.stepDown(
-              new MembershipRemovedError(`the store no longer holds this member's membership: ${reason.message}`, {
-                cause: reason,
-              }),
-            );
-            log.election("%s lost its membership: %s", this.name, reason.message);
-            dropMembership();
-          }
-          this.report(step, reason, backoff.attempts + 1);
-          // That answer came from the store: it is reachable again, and the
-          // failures before it (a partition that just healed) need not delay
-          // the rejoin. A join that succeeds resets the count anyway.
-          if (isMembershipLost(reason)) backoff.reset();
-          await this.backOff(step, reason, backoff, signal);
-        } finally {
-          phase.release(new Error("phase over"));
-          phase = new ChildAbortController(signal, this.later);
-        }
-      }
-    } finally {
-      setLeaveOnStop(undefined);
-      renewal?.stop();
-      if (claim) await (departure ?? this.leaveStore(claim.membership));
-    }
-  }
-
-  /**
-   * The send time of a confirmed write to count this term's deadline from.
-   * That the membership still exists was shown by awaitTurn, after the turn
-   * came; a renewal only bounds how long it lives. A recent one will do:
-   * renewing first would add a store write to every failover. An older one,
-   * or none, means renewing now.
-   */
-  private async provenAlive(renewal: Renewal<M>, signal: AbortSignal): Promise<number> {
-    const last = renewal.lastConfirmedSentAt;
-    if (this.clock.now() - last < this.options.refreshInterval) return last;
-    return renewal.renewNow(signal);
-  }
-
-  /**
-   * Takes a place in line: the backend's join, checked as it crosses over.
-   * Not cut short by stop(): the store may create the key all the same, and
-   * only a finished join says what to delete. Bounded by the request timeout,
-   * even for a backend that ignores its signal; the backend removes what the store made of a join it was told to
-   * abandon, and what one that answers later anyway hands over is given back.
-   */
-  private async join(join: (signal: AbortSignal) => Promise<Claim<M>>): Promise<Claim<M>> {
-    const bound = deadline(this.options.requestTimeout, this.clock);
-    const joining = call(() => join.call(this.backend, bound.signal));
-    try {
-      const joined = await untilAborted("join", joining, bound.signal);
-      this.checkNewClaim(joined);
-      return joined;
-    } catch (err) {
-      if (bound.signal.aborted) {
-        joining.then(
-          (late) => this.giveBack(late),
-          () => undefined,
-        );
-      }
-      throw err;
-    } finally {
-      bound.clear();
-    }
-  }
-
-  /**
-   * Throws an InvalidClaimError for a claim that breaks the contract
-   * (claim-rules.ts), after giving back what it may hold on the store.
-   */
-  private checkNewClaim(claim: Claim<M>): void {
-    const problem = newClaimProblem(claim, this.clock.now());
-    if (!problem) return;
-    this.giveBack(claim);
-    throw new InvalidClaimError(this.store, problem.field, problem.problem);
-  }
-
-  /** The claim awaitTurn resolved with: what it was handed back, or (race-style) a new one. */
-  private checkTurn(turn: Claim<M>, held: Claim<M> | undefined): void {
-    if (!held) return this.checkNewClaim(turn);
-    const problem = heldClaimProblem(turn, held);
-    if (problem) throw new InvalidClaimError(this.store, problem.field, problem.problem);
-  }
-
-  /** Gives up, in the background, the membership a claim we will not hold names, if it names one. */
-  private giveBack(claim: Claim<M> | undefined): void {
-    const membership = (claim as { membership?: unknown } | undefined)?.membership;
-    if (typeof membership === "object" && membership !== null) this.leaveInBackground(membership as M);
-  }
-
-  private leaveInBackground(membership: M): void {
-    track((this.departures ??= new Set()), this.leaveStore(membership));
-  }
-
-  private async leaveStore(membership: M): Promise<void> {
-    // On stop()'s way to the deletion: a plain timer (src/util/abort.ts, deadline()).
-    const bound = deadline(this.options.requestTimeout, this.clock);
-    try {
-      await untilAborted("leave", call(() => this.backend.leave(membership, bound.signal)), bound.signal);
-      log.election("%s left: deleted %s", this.name, membership.id);
-    } catch (err) {
-      log.election("%s could not delete %s: %s", this.name, membership.id, err instanceof Error ? err.message : String(err));
-    } finally {
-      bound.clear();
-    }
   }
 
   private follow(leader: Leader | undefined): void {
@@ -521,10 +326,10 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     emitSafely(() => this.emit("error", wrapped));
   }
 
-  // State and diagnostics: the hooks the campaign above calls.
+  // State and diagnostics: the hooks the campaign calls.
 
   private get store(): string {
-    return this.backend.description ?? "custom backend";
+    return this.calls.store;
   }
 
   private setActivity(activity: CampaignActivity): void {
@@ -564,22 +369,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private retrying(phase: ElectionPhase, error: unknown, attempt: number, delayMs: number): void {
     publishRetry(() => ({ source: this, member: this.name, store: this.store, phase, attempt, delayMs, error }));
   }
-
-  /** Waits before the campaign's next try; the signal (stop()) cuts the wait short. */
-  private async backOff(phase: ElectionPhase, error: unknown, backoff: Backoff, signal: AbortSignal): Promise<void> {
-    const delayMs = backoff.next();
-    this.setActivity("backing-off");
-    this.retrying(phase, error, backoff.attempts, delayMs);
-    await sleep(this.clock, delayMs, signal).catch(() => undefined);
-  }
 }
 
 defineAsyncDispose(Election, function (this: Election) {
   return this.leave();
 });
-
-/** Keeps `work` in `set` until it settles. */
-function track(set: Set<Promise<void>>, work: Promise<void>): void {
-  set.add(work);
-  void work.finally(() => set.delete(work));
-}
