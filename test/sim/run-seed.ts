@@ -29,8 +29,8 @@ export interface RunResult {
 }
 
 /** How long the members have to join before the first fault, and the fault window, in TTLs. */
-const SETTLE_TTLS = 1.5;
-const WINDOW_TTLS = 6;
+const SETTLE_TTLS = 1;
+const WINDOW_TTLS = 5;
 
 /**
  * A schedule written out instead of drawn: the public record's bugs, as

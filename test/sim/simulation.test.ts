@@ -5,6 +5,7 @@
 // regression schedules, passing, and failing under the mutation that makes
 // them; and a seed that replays to the same trace, byte for byte.
 import assert from "node:assert/strict";
+import { availableParallelism } from "node:os";
 import { describe, it } from "node:test";
 import { mutationsOf } from "./catalogue";
 import { replayCommand, summary } from "./cli";
@@ -15,6 +16,8 @@ import type { StoreKind } from "./store";
 import { SIM_STORES } from "./stores";
 
 const SEEDS = Number(process.env.SIM_SEEDS ?? 10_000);
+/** A worker per core: the suite's other files spend most of their time waiting on timers, and the seeds take up what they leave. */
+const WORKERS = availableParallelism();
 /** Every mutation is found within this many seeds, from seed 1. */
 const FIND_WITHIN = 3_000;
 /** With clock rates beyond the bound, violations come within this many seeds. */
@@ -27,7 +30,7 @@ for (const store of Object.keys(SIM_STORES) as StoreKind[]) {
 
   describe(`simulation: ${store}`, { timeout: 300_000 }, () => {
     it(`${SEEDS} seeds, each a schedule of faults, break no rule of the checker`, async (t) => {
-      const outcome = await runSeeds({ store, firstSeed: 1, seeds: SEEDS });
+      const outcome = await runSeeds({ store, firstSeed: 1, seeds: SEEDS }, WORKERS);
       t.diagnostic(summary(outcome));
       assert.equal(outcome.seeds, SEEDS);
       if (outcome.first) {
@@ -40,14 +43,14 @@ for (const store of Object.keys(SIM_STORES) as StoreKind[]) {
 
     for (const mutation of mutationsOf(store)) {
       it(`finds the mutation ${mutation.name} within ${FIND_WITHIN} seeds: ${mutation.description}`, async (t) => {
-        const outcome = await runSeeds({ store, firstSeed: 1, seeds: FIND_WITHIN, mutation: mutation.name, stopAtFirst: true });
+        const outcome = await runSeeds({ store, firstSeed: 1, seeds: FIND_WITHIN, mutation: mutation.name, stopAtFirst: true }, WORKERS);
         assert.ok(outcome.first, `no seed of ${FIND_WITHIN} found ${mutation.name}`);
         t.diagnostic(`found by seed ${outcome.first.seed}: ${outcome.first.rules.join("; ")}`);
       });
     }
 
     it(`finds violations within ${SKEW_SEEDS} seeds when clock rates differ beyond the documented bound`, async (t) => {
-      const outcome = await runSeeds({ store, firstSeed: 1, seeds: SKEW_SEEDS, skew: true, stopAtFirst: true });
+      const outcome = await runSeeds({ store, firstSeed: 1, seeds: SKEW_SEEDS, skew: true, stopAtFirst: true }, WORKERS);
       assert.ok(outcome.first, "clock rates beyond stepDownMargin over a TTL broke no rule: the bound is not tight, or the checker misses it");
       t.diagnostic(`found by seed ${outcome.first.seed}: ${outcome.first.rules.join("; ")}`);
     });
@@ -67,7 +70,7 @@ for (const store of Object.keys(SIM_STORES) as StoreKind[]) {
 
     it("replays a violating seed to the same trace, byte for byte", async () => {
       const mutation = mutationsOf(store)[0]!;
-      const found = await runSeeds({ store, firstSeed: 1, seeds: FIND_WITHIN, mutation: mutation.name, stopAtFirst: true });
+      const found = await runSeeds({ store, firstSeed: 1, seeds: FIND_WITHIN, mutation: mutation.name, stopAtFirst: true }, WORKERS);
       assert.ok(found.first);
       const once = await runSeed(factory, found.first.seed, { mutation, fullTrace: true });
       const again = await runSeed(factory, found.first.seed, { mutation, fullTrace: true });
