@@ -55,6 +55,27 @@ describe("the NATS KV key holder", () => {
     assert.equal(kv.entry(KEY)?.revision, successor.token);
   });
 
+  it("leaves at the revision of a renewal cut short by stop() whose write was applied, not at the one before it", async () => {
+    const { kv, backendOf } = bucket();
+    const backend = backendOf("a");
+    const { membership } = await win(backend);
+    // The renewal is applied, its answer comes after stop() gave up on it.
+    const update = kv.update.bind(kv);
+    let answer: () => void = () => undefined;
+    kv.update = (key, value, revision) =>
+      update(key, value, revision).then((next) => new Promise<number>((resolve) => (answer = () => resolve(next))));
+    const stopping = new AbortController();
+    const renewal = backend.renew(membership, stopping.signal);
+    await settle();
+    stopping.abort();
+    await assert.rejects(renewal);
+    const leaving = backend.leave(membership, signal());
+    await settle();
+    answer();
+    await leaving;
+    assert.equal(kv.entry(KEY)?.value, undefined, "the key was left to age out: the delete was conditioned on the revision before the renewal");
+  });
+
   it("sees no loss in the entry of its own renewal that arrives before the renewal's answer, and sees another member's write", async () => {
     const { kv, backendOf } = bucket();
     const backend = backendOf("a");

@@ -27,8 +27,8 @@ export interface NatsMembership extends Membership {
 interface OurWrites {
   /** The revision of our latest confirmed write to the key. */
   revision: number;
-  /** The update in flight, if any: a watch entry newer than `revision` may be its own. */
-  renewing: Promise<unknown> | undefined;
+  /** The update in flight, if any, settled once its answer is in `revision`: a watch entry newer than `revision` may be its own. */
+  renewing: Promise<void> | undefined;
 }
 
 /**
@@ -67,19 +67,27 @@ export class KeyHolder {
 
   async renew(membership: NatsMembership, signal: AbortSignal): Promise<void> {
     const writes = writesTo(membership);
-    const update = this.kv.update(this.key, this.name, writes.revision);
-    writes.renewing = update;
+    const stale = writes.revision;
+    const update = this.kv.update(this.key, this.name, stale);
+    // The revision is taken from the answer even when the caller gave up on
+    // it (stop() cuts a renewal short): the write may have been applied, and
+    // leave() must delete at its revision, or the key is left to age out.
+    const settled = update.then(
+      (revision) => void (writes.revision = Math.max(writes.revision, revision)),
+      () => undefined,
+    );
+    writes.renewing = settled;
+    void settled.then(() => {
+      if (writes.renewing === settled) writes.renewing = undefined;
+    });
     try {
-      const revision = await untilAborted("renew", update, signal);
-      writes.revision = Math.max(writes.revision, revision);
+      await untilAborted("renew", update, signal);
     } catch (err) {
       const current = this.kv.wrongLastSequence(err);
-      if (current !== undefined) throw lost(membership, `its revision ${writes.revision} is stale (the key is at ${current})`, err);
+      if (current !== undefined) throw lost(membership, `its revision ${stale} is stale (the key is at ${current})`, err);
       // The bucket was deleted: so was the key. (Made again, it starts empty.)
       if (this.kv.isBucketMissing(err)) throw lost(membership, "the bucket is gone", err);
       throw err;
-    } finally {
-      if (writes.renewing === update) writes.renewing = undefined;
     }
   }
 
@@ -119,15 +127,18 @@ export class KeyHolder {
     if (state.revision < writes.revision) return true;
     if (state.name !== this.name) return false;
     // Our own update's entry can arrive before the update's answer does.
-    if (state.revision > writes.revision) await writes.renewing?.catch(() => undefined);
+    if (state.revision > writes.revision) await writes.renewing;
     return state.revision <= writes.revision;
   }
 
   async leave(membership: NatsMembership, signal: AbortSignal): Promise<void> {
     // Conditioned on our last revision: a member that leaves late can never
     // delete the key a successor won meanwhile.
+    const writes = writesTo(membership);
+    // A renewal still in flight may move our revision: wait for its answer.
+    if (writes.renewing) await untilAborted("leave", writes.renewing, signal);
     try {
-      await untilAborted("leave", this.kv.delete(this.key, writesTo(membership).revision), signal);
+      await untilAborted("leave", this.kv.delete(this.key, writes.revision), signal);
     } catch (err) {
       if (this.kv.wrongLastSequence(err) === undefined) throw err;
     }
