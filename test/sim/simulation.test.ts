@@ -14,6 +14,7 @@ import { runSchedule, runSeed, traceDigest } from "./run-seed";
 import { runSeeds } from "./seeds";
 import type { StoreKind } from "./store";
 import { SIM_STORES } from "./stores";
+import { simNatsKvWithBucketRemade } from "./stores/nats-kv";
 
 const SEEDS = Number(process.env.SIM_SEEDS ?? 10_000);
 /** A worker per core: the suite's other files spend most of their time waiting on timers, and the seeds take up what they leave. */
@@ -80,3 +81,23 @@ for (const store of Object.keys(SIM_STORES) as StoreKind[]) {
     });
   });
 }
+
+// A known limit, kept as a case until it is fixed (docs/nats.md, "Tokens and
+// a re-created bucket"): the runs above leave this fault out.
+describe("simulation: nats-kv with its bucket deleted and made again", () => {
+  const REMADE_SEEDS = 2_000;
+  it(
+    `${REMADE_SEEDS} seeds break no rule of the checker`,
+    {
+      todo:
+        "revisions start over in a bucket made again: a member that did not see the deletion can write over another member's entry " +
+        "when the revisions meet, and two lead, or a term's token is not above the last",
+    },
+    async () => {
+      for (let seed = 1; seed <= REMADE_SEEDS; seed++) {
+        const result = await runSeed(simNatsKvWithBucketRemade, seed);
+        assert.deepEqual(result.violations, [], `seed ${seed}: ${result.violations.map((v) => v.rule).join("; ")}`);
+      }
+    },
+  );
+});
