@@ -127,14 +127,17 @@ function genericFaults(ttlMs: number): GenericFault[] {
     {
       kind: "stop",
       weight: 2,
-      apply(cast, context) {
+      apply(cast, context, healAt) {
         const member = context.random.chance(0.5) ? leaderOrAny(cast, context.random) : anyMember(cast, context.random);
         if (!member || !member.election.isRunning()) return;
         context.note(`${member.name} stops (leave())`);
         void member.stop();
-        // Now and then it comes back at once: leave() racing start().
+        // Now and then it comes back at once: leave() racing start(). Not
+        // after the window: the run stops every member then, for good.
         if (context.random.chance(0.3)) {
-          context.scheduler.at(context.scheduler.now + context.random.between(0, 5), () => {
+          const at = context.scheduler.now + context.random.between(0, 5);
+          if (at > healAt) return;
+          context.scheduler.at(at, () => {
             context.note(`${member.name} starts again`);
             member.process.run(() => member.start());
           });
