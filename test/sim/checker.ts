@@ -63,6 +63,13 @@ export interface Violation {
 export interface CheckerBounds {
   /** The longest a message took from the store to a member so far (delay and the member's pauses), read at each check. */
   deliveryDelay(): number;
+  /**
+   * How old what a member knows of the line can be when it acts on it: an
+   * answer's delivery, then one more round trip (a recipe that reads the two
+   * ends of a long line names the leader from the first read once the second
+   * is in, and its watch from the first read's revision corrects it at once).
+   */
+  readAge(): number;
   /** After the last fault healed, a leader within this many ms of virtual time. */
   leaderWithinMs: number;
   /** The members' TTL: a belief on a membership deleted from outside ends within it (and a delivery's delay). */
@@ -117,7 +124,7 @@ export class Checker {
   /** Called as a member names a leader (its `leader` event). */
   named(member: SimMember, leader: string): void {
     const to = this.now();
-    const from = to - this.bounds.deliveryDelay();
+    const from = to - this.bounds.readAge();
     if (!this.store.heldDuring(leader, from, to)) {
       this.fail("named leader was held", `${member.name} named ${leader}, which held no membership from ${from.toFixed(1)} to ${to.toFixed(1)}`);
     }

@@ -70,7 +70,7 @@ export class Link {
   /** Answers and pushes held by a cut toward the member, in order, with when the store sent each. */
   private heldIn: Array<{ deliver: () => void; sentAt: number }> = [];
   /** Requests held by a cut toward the store, in order. */
-  private heldOut: Array<() => void> = [];
+  private heldOut: Array<{ arrive: () => void; sentAt: number }> = [];
   private lastArrival = 0;
   private lastOutArrival = 0;
   private lossToStore = 0;
@@ -87,6 +87,8 @@ export class Link {
   private lostConnection: ReturnType<Scheduler["at"]> | undefined;
   /** The longest a message took to reach the member so far (its delay, and what a cut or a pause held it). */
   longestDelivery = 0;
+  /** The longest a request took to reach the store so far (its delay, and what a cut held it). */
+  longestRequest = 0;
 
   constructor(
     readonly process: SimProcess,
@@ -177,7 +179,7 @@ export class Link {
     this.keepaliveTimer = undefined;
     const out = this.heldOut;
     this.heldOut = [];
-    for (const arrive of out) this.toStore(arrive);
+    for (const { arrive, sentAt } of out) this.toStore(arrive, sentAt);
     const held = this.heldIn;
     this.heldIn = [];
     for (const { deliver, sentAt } of held) this.toMember(deliver, sentAt);
@@ -242,10 +244,10 @@ export class Link {
   }
 
   /** Carries a request to the store after a delay, held while cut, dropped while the connection is dead. */
-  private toStore(arrive: () => void): void {
+  private toStore(arrive: () => void, sentAt = this.scheduler.now): void {
     if (this.lostConnection) return;
     if (this.cutToStore) {
-      this.heldOut.push(arrive);
+      this.heldOut.push({ arrive, sentAt });
       return;
     }
     // In order, as on one connection.
@@ -255,6 +257,7 @@ export class Link {
     this.scheduler.at(arrival, () => {
       // The connection died, or broke, while it travelled.
       if (this.lostConnection || this.connection !== connection) return;
+      this.longestRequest = Math.max(this.longestRequest, this.scheduler.now - sentAt);
       arrive();
     });
   }

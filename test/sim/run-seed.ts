@@ -109,6 +109,11 @@ async function runWorld(makeStore: StoreFactory, seed: number, options: RunOptio
     }
     checker = new Checker(members, store, {
       deliveryDelay: () => Math.max(0, ...[...links.values()].map((l) => l.longestDelivery)) + 1,
+      readAge: () => {
+        const answer = Math.max(0, ...[...links.values()].map((l) => l.longestDelivery));
+        const request = Math.max(0, ...[...links.values()].map((l) => l.longestRequest));
+        return 2 * answer + request + 1;
+      },
       leaderWithinMs: leaderBound(store.options),
       ttlMs,
     }, () => scheduler.now, (v) => trace.note(`VIOLATION ${v.rule}: ${v.detail}`));
