@@ -64,6 +64,39 @@ describe("the v3 recipe on its port", () => {
     assert.equal(etcd.get(membership.id), undefined);
   });
 
+  it("a renewal with no watch of the key confirmed reads the key, and reports the membership lost if it was deleted while its lease lives", async () => {
+    const etcd = new EtcdV3Store();
+    const a = member(etcd, "a");
+    const { membership } = await a.join(timeout());
+    const reads = etcd.requests.range;
+    await a.renew(membership, timeout());
+    assert.equal(etcd.requests.range, reads + 1, "the key was not read beside the keep-alive");
+    etcd.delete(membership.id);
+    await assert.rejects(a.renew(membership, timeout()), (err: Error) => {
+      assert.ok(err instanceof MembershipLostError);
+      assert.match(err.message, /was deleted while its lease lived/);
+      return true;
+    });
+  });
+
+  it("a leader whose watch of its key etcd confirmed renews with the keep-alive alone", async () => {
+    const etcd = new EtcdV3Store();
+    const a = member(etcd, "a");
+    const claim = await a.join(timeout());
+    await a.awaitTurn(claim, () => undefined, timeout());
+    const watching = new AbortController();
+    const loss = a.awaitLoss(claim.membership, watching.signal).catch(() => undefined);
+    await settle();
+    const reads = etcd.requests.range;
+    await a.renew(claim.membership, timeout());
+    assert.equal(etcd.requests.range, reads, "a read beside the keep-alive while the key's watch runs");
+    watching.abort();
+    await loss;
+    // The watch is gone: the next renewal reads the key again.
+    await a.renew(claim.membership, timeout());
+    assert.equal(etcd.requests.range, reads + 1);
+  });
+
   it("a leader learns its key is gone, even when deleted before it began to watch", async () => {
     const etcd = new EtcdV3Store();
     const a = member(etcd, "a");

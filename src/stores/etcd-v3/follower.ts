@@ -120,6 +120,7 @@ export class Follower {
         if (outcome) return outcome;
       }
     } finally {
+      this.state.unwatchKey(this);
       // Our turn: the cancels (a message each on the watch stream) can wait
       // until the election has said so, and the leader's watch of its own
       // key (awaitLoss) has joined the stream.
@@ -258,6 +259,8 @@ export class Follower {
     // Proclaim since is replayed when it comes to lead.
     this.lineSeesPuts = this.predecessor === this.leader;
     this.watches.add("line", { range: { start: first, end: `${last}\0` }, reportCancel: true, deletesOnly: !this.lineSeesPuts }, from);
+    // The range holds our own key: once etcd confirms the watch, a renewal need not read the key.
+    this.state.watchKey(this, () => this.watches.created("line"));
   }
 
   private watchLeader(): void {

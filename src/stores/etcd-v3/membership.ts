@@ -33,6 +33,29 @@ export class MembershipState {
     this.lineAtJoin = undefined;
     return line;
   }
+
+  /** The watch that sees our key now (a follower's watch of its line, the leader's of its key), if any. */
+  private keyWatch: { readonly owner: object; readonly confirmed: () => boolean } | undefined;
+
+  /** `owner` watches our key; `confirmed` says whether etcd has confirmed that watch and it still runs. */
+  watchKey(owner: object, confirmed: () => boolean): void {
+    this.keyWatch = { owner, confirmed };
+  }
+
+  /** `owner` no longer watches our key (unless another has taken over). */
+  unwatchKey(owner: object): void {
+    if (this.keyWatch?.owner === owner) this.keyWatch = undefined;
+  }
+
+  /**
+   * Whether a watch etcd has confirmed sees every change to our key now, so
+   * that a deletion of the key reaches us within a watch's delivery. Without
+   * one, a renewal of the lease says nothing of the key, which can be deleted
+   * while its lease lives.
+   */
+  get keyWatched(): boolean {
+    return this.keyWatch?.confirmed() ?? false;
+  }
 }
 
 /** Kept apart from the membership, which the state machine (or a user's code) holds. */

@@ -119,6 +119,13 @@ export interface WatchSet<Name extends string> {
   next(): Promise<WatchEvent<Name>>;
   /** Whether an event received and not yet taken by next() passes `test`. */
   anyQueued(test: (event: WatchEvent<Name>) => boolean): boolean;
+  /**
+   * Whether etcd has confirmed the watch added under `name`, and the set has
+   * not failed or closed since: from then on every change to its keys comes
+   * to it (a watch from a past revision replays what came before within
+   * etcd's sync of such watches, every 100 ms).
+   */
+  created(name: Name): boolean;
   close(): void;
   /**
    * Closes the set once the work already under way in this turn of the event

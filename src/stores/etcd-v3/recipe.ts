@@ -7,7 +7,9 @@
 //                                            turn's two reads, at the put's revision
 //                                       Else Get(that key)
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
-//             answer (src/stores/etcd-v3/etcd3/keepalive-stream.ts); a TTL of 0 means the lease is gone
+//             answer (src/stores/etcd-v3/etcd3/keepalive-stream.ts); a TTL of 0 means the lease is gone.
+//             With no watch of our key that etcd confirmed, also Get(our key):
+//             a key deleted while its lease lives is a membership lost
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours,
 //             limit LINE_END_MEMBERS + 1): our own key and every member before
 //             it. None before it: we lead. If the line goes on past the limit,
@@ -148,6 +150,14 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async renew(membership: V3Membership, signal: AbortSignal): Promise<void> {
+    // A keep-alive renews the lease, not the key, which can be deleted while
+    // its lease lives. A watch of the key that etcd has confirmed reports a
+    // deletion within a delivery; without one (a term just begun, etcd
+    // restarting, a connection reset) the key is read beside the keep-alive,
+    // so that no renewal counts for a key already gone.
+    const state = stateOf(membership);
+    const reading = state.keyWatched ? undefined : this.port.range({ key: membership.id }, "read membership", signal);
+    reading?.catch(() => undefined);
     let ttl: number;
     try {
       ttl = await this.port.keepAlive(membership.leaseId, signal);
@@ -156,6 +166,13 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       throw err;
     }
     if (!(ttl > 0)) throw lostLease(membership);
+    if (!reading) return;
+    const answer = await reading;
+    const kv = answer.kvs[0];
+    if (!kv || kv.createRevision !== membership.token) {
+      throw new MembershipLostError(`membership ${membership.id} was deleted while its lease lived`);
+    }
+    state.knownAliveAt = Math.max(state.knownAliveAt, answer.revision);
   }
 
   async awaitTurn(
@@ -199,6 +216,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       const watches = this.port.watches<"ours">(signal);
       try {
         watches.add("ours", { key: membership.id, deletesOnly: true }, from);
+        state.watchKey(watches, () => watches.created("ours"));
         await watches.next();
         return;
       } catch (err) {
@@ -206,6 +224,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
         // a compaction: etcd cancelled it for some other reason.
         if (justRead || !(err instanceof WatchCancelledError)) throw err;
       } finally {
+        state.unwatchKey(watches);
         watches.close();
       }
       // etcd no longer has the history since then: look at the key itself.

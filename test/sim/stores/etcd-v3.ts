@@ -370,6 +370,11 @@ class StoreWatchSet<Name extends string> implements WatchSet<Name> {
     return this.queue.some(test);
   }
 
+  created(name: Name): boolean {
+    const watcher = this.watchers.get(name);
+    return watcher !== undefined && watcher !== "pending" && !this.closed && this.failure === undefined;
+  }
+
   async next(): Promise<WatchEvent<Name>> {
     for (;;) {
       const event = this.queue.shift();

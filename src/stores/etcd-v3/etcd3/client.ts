@@ -67,6 +67,8 @@ export function withGrpcStatus(err: unknown): unknown {
  */
 export class Watches<Name extends string> implements WatchSet<Name> {
   private readonly watchers = new Map<Name, Watcher>();
+  /** The watchers etcd has confirmed. */
+  private readonly confirmed = new WeakSet<Watcher>();
   /** Each event with the watcher it came from, which remove() drops the undelivered events of. */
   private queue: Array<WatchEvent<Name> & { readonly from: Watcher }> = [];
   private failure: { error: unknown } | undefined;
@@ -106,6 +108,9 @@ export class Watches<Name extends string> implements WatchSet<Name> {
       this.queue.push({ watch: name, type, kv: new Etcd3KeyValue(kv), from: watcher });
       this.wakeUp();
     };
+    watcher.on("connected", () => {
+      if (this.watchers.get(name) === watcher) this.confirmed.add(watcher);
+    });
     watcher.on("put", push("put"));
     watcher.on("delete", push("delete"));
     watcher.on("error", (err) => {
@@ -143,6 +148,11 @@ export class Watches<Name extends string> implements WatchSet<Name> {
    */
   anyQueued(test: (event: WatchEvent<Name>) => boolean): boolean {
     return this.queue.some(test);
+  }
+
+  created(name: Name): boolean {
+    const watcher = this.watchers.get(name);
+    return watcher !== undefined && this.confirmed.has(watcher) && !this.closed && !this.failure;
   }
 
   /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */
