@@ -31,6 +31,8 @@ export class GoStyleMember {
   readonly events: GoMemberEvent[] = [];
   private state: GoState = "candidate";
   private lastRevision = 0;
+  /** When (performance.now()) the answer to its latest successful write came: the write was applied before. */
+  lastWriteAnsweredAt = -Infinity;
   private ticker: NodeJS.Timeout | undefined;
   private announceTimer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -107,6 +109,7 @@ export class GoStyleMember {
     if (this.state === "candidate") {
       try {
         this.lastRevision = await this.kv.create(this.key, this.name);
+        this.lastWriteAnsweredAt = performance.now();
       } catch {
         return;
       }
@@ -116,6 +119,7 @@ export class GoStyleMember {
     }
     try {
       this.lastRevision = await this.withTimeout(this.kv.update(this.key, this.name, this.lastRevision));
+      this.lastWriteAnsweredAt = performance.now();
     } catch {
       clearTimeout(this.announceTimer);
       this.state = "candidate";

@@ -127,11 +127,14 @@ describe("a mixed election with Go members: the key deleted or purged from outsi
     });
 
     it(`with goMembers, ours says elected after a ${how} only once the Go member stopped saying it leads`, async (t) => {
-      const { kv, member, removedAt, electedAt, goLostAt, overlapMs } = await removedUnderGoLeader(t, how, { goMembers: true });
+      const { kv, go, member, removedAt, electedAt, goLostAt, overlapMs } = await removedUnderGoLeader(t, how, { goMembers: true });
       assert.equal(overlapMs, 0, "both said they led at once");
       assert.ok(electedAt > goLostAt, `elected ${(goLostAt - electedAt).toFixed(0)} ms before the Go member stood down`);
-      // Counted from the Go member's last write, which came just before the removal.
-      assert.ok(electedAt - removedAt >= BELIEF_MS - 100, `elected only ${(electedAt - removedAt).toFixed(0)} ms after the ${how}`);
+      // Counted from the Go member's last write, which came just before the
+      // removal (on a loaded machine the test may notice it, and remove the
+      // key, a while after: count from the write itself).
+      const sinceWrite = electedAt - go.lastWriteAnsweredAt;
+      assert.ok(sinceWrite >= BELIEF_MS - 100, `elected only ${sinceWrite.toFixed(0)} ms after the Go member's last write`);
       assert.ok(electedAt - removedAt < BELIEF_MS + 1_000, `elected ${(electedAt - removedAt).toFixed(0)} ms after the ${how}`);
       // It held the key meanwhile, longer than a TTL, by renewing it: the token
       // is its winning create's revision.
