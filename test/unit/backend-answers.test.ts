@@ -19,6 +19,20 @@ const TTL_MS = 2_000;
 /** Long enough for a healthy member of the toy store to be elected many times over. */
 const NOT_ELECTED_MS = 400;
 
+/** A wait that ends only when its signal aborts: a watch that never sees anything. */
+const untilAborted = (signal: AbortSignal) => new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
+
+/** What a toy backend written here does when the test is not about it: renews, never loses, leaves, observes nothing. */
+const QUIET = {
+  async renew() {},
+  awaitLoss: (_membership: unknown, signal: AbortSignal) => untilAborted(signal),
+  async leave() {},
+  observe: (_onLeader: unknown, signal: AbortSignal) => untilAborted(signal),
+  async readLeader() {
+    return undefined;
+  },
+} satisfies Partial<Backend>;
+
 const elections = new Set<etcdLeader.Election>();
 afterEach(async () => {
   await withDeadline(Promise.all([...elections].map((e) => e.leave())), 10_000, "the members to leave");
@@ -169,14 +183,9 @@ describe("claims that break the contract are reported and never led on", () => {
       async awaitTurn(held) {
         return held!;
       },
-      async renew() {},
-      awaitLoss: (_m, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+      ...QUIET,
       async leave(membership) {
         left.push(membership.id);
-      },
-      observe: (_l, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async readLeader() {
-        return undefined;
       },
     };
     const a = member(backend);
@@ -197,13 +206,7 @@ describe("claims that break the contract are reported and never led on", () => {
       async awaitTurn() {
         return { membership: { id: "someone-else" }, token: 3, sentAt: performance.now(), ttlMs: TTL_MS };
       },
-      async renew() {},
-      awaitLoss: (_m, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async leave() {},
-      observe: (_l, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async readLeader() {
-        return undefined;
-      },
+      ...QUIET,
     };
     const a = member(backend);
     a.election.start();
@@ -221,13 +224,7 @@ describe("a join that never settles", () => {
       // Ignores its signal: never settles.
       join: () => new Promise<Claim>(() => undefined),
       awaitTurn: async (held) => held!,
-      async renew() {},
-      awaitLoss: (_m, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async leave() {},
-      observe: (_l, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async readLeader() {
-        return undefined;
-      },
+      ...QUIET,
     };
   }
 
@@ -279,13 +276,7 @@ describe("leader reports", () => {
         report = onLeader;
         return held ?? { membership: { id: "k" }, token: 1, sentAt: performance.now(), ttlMs: TTL_MS };
       },
-      async renew() {},
-      awaitLoss: (_m, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async leave() {},
-      observe: (_l, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async readLeader() {
-        return undefined;
-      },
+      ...QUIET,
     };
     const a = member(backend);
     a.election.start();
@@ -302,15 +293,9 @@ describe("leader reports", () => {
       async awaitTurn(_held, onLeader, signal) {
         onLeader({ name: 42, token: "x" } as never);
         onLeader({ name: "b", token: 2 });
-        return new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
+        return untilAborted(signal);
       },
-      async renew() {},
-      awaitLoss: (_m, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async leave() {},
-      observe: (_l, signal) => new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
-      async readLeader() {
-        return undefined;
-      },
+      ...QUIET,
     };
     const a = member(backend);
     a.election.start();
