@@ -90,7 +90,7 @@ export class Campaign<M extends Membership> {
           host.setActivity(this.claim || !this.backend.join ? "following" : "joining");
           if (this.membershipLost !== undefined) throw this.membershipLost;
           if (!this.claim && this.backend.join) {
-            const joined = await this.calls.join(this.backend.join);
+            const joined = await this.calls.join(this.backend.join, signal);
             this.hold(joined);
             if (signal.aborted) break;
             log.election("%s joined as %s (token %d)", host.name, joined.membership.id, joined.token);

@@ -8,6 +8,7 @@ import type { Claim, ElectionBackend, Membership } from "../contract/backend";
 import { deadline, untilAborted } from "../util/abort";
 import type { Clock } from "../util/clock";
 import { log } from "../util/log";
+import { joinWindowFor, QUICK_SHARE } from "./join-window";
 import type { ResolvedOptions } from "./options";
 
 export class StoreCalls<M extends Membership> {
@@ -29,25 +30,36 @@ export class StoreCalls<M extends Membership> {
 
   /**
    * Takes a place in line: the backend's join, checked as it crosses over.
-   * Not cut short by stop(): the store may create the key all the same, and
+   * It first waits for room in the process's join window for this kind of
+   * store (join-window.ts), which `signal` (stop()) ends; the join itself is
+   * not cut short by stop(): the store may create the key all the same, and
    * only a finished join says what to delete. Bounded by the request timeout,
-   * even for a backend that ignores its signal; the backend removes what the
-   * store made of a join it was told to abandon, and what one that answers
-   * later anyway hands over is given back.
+   * counted from when it leaves the window, even for a backend that ignores
+   * its signal; the backend removes what the store made of a join it was told
+   * to abandon, and what one that answers later anyway hands over is given back.
    */
-  async join(join: (signal: AbortSignal) => Promise<Claim<M>>): Promise<Claim<M>> {
+  async join(join: (signal: AbortSignal) => Promise<Claim<M>>, signal: AbortSignal): Promise<Claim<M>> {
+    const slot = await joinWindowFor(this.backend, this.clock).enter(this.options.requestTimeout, signal);
+    const sentAt = this.clock.now();
     const bound = deadline(this.options.requestTimeout, this.clock);
     const joining = call(() => join.call(this.backend, bound.signal));
     try {
       const joined = await untilAborted("join", joining, bound.signal);
+      slot.answered(this.clock.now() - sentAt);
       this.checkNewClaim(joined);
       return joined;
     } catch (err) {
       if (bound.signal.aborted) {
+        slot.timedOut();
         joining.then(
           (late) => this.giveBack(late),
           () => undefined,
         );
+      } else {
+        // A failure that came quickly (a refused connection) says nothing of the store's load.
+        const elapsed = this.clock.now() - sentAt;
+        if (elapsed > this.options.requestTimeout * QUICK_SHARE) slot.answered(elapsed);
+        else slot.released();
       }
       throw err;
     } finally {
