@@ -1,6 +1,7 @@
 // What every scenario gets from the orchestrator, and the run's parameters.
 import type { Etcd3 } from "etcd3";
 import type { CountingProxy } from "../test/kit/counting-proxy";
+import type { OverloadCase } from "./scenarios/overload";
 import type { SubjectInfo } from "./subjects/types";
 import { now } from "./util";
 
@@ -32,6 +33,12 @@ export interface Params {
     changes: number;
     changeWindowS: number;
   };
+  /**
+   * Members that all start at once, more than can be answered in time if
+   * sent together (bench/scenarios/overload.ts). Peers run only the cases
+   * marked `peers`, and only in a full run.
+   */
+  overload: Array<OverloadCase & { peers?: boolean }>;
   crash: { trials: number; budgetS: number };
   partition: { trials: number; budgetS: number };
 }
@@ -44,6 +51,11 @@ export function paramsFor(quick: boolean): Params {
         graceful: { trials: 6, budgetS: 20 },
         coldStart: { n: 100, trials: 2, changes: 1, budgetS: 20 },
         scale: { ttl: 10, ns: [10, 100], spreadMs: 5000, extraSettleS: 1.5, windowS: 2, changes: 1, changeWindowS: 2 },
+        overload: [
+          { n: 1000, processes: 1, ttl: 2, stayS: 10, convergeTimeoutS: 60 },
+          { n: 1000, processes: 1, ttl: 10, stayS: 0, convergeTimeoutS: 60 },
+          { n: 5000, processes: 5, ttl: 10, stayS: 5, convergeTimeoutS: 180 },
+        ],
         crash: { trials: 3, budgetS: 30 },
         partition: { trials: 2, budgetS: 30 },
       }
@@ -60,6 +72,11 @@ export function paramsFor(quick: boolean): Params {
         // as the idle-load target leaves above the ratio of their schedules
         // (2/3 against 0.67): twice as long halves that.
         scale: { ttl: 10, ns: [10, 100, 1000], spreadMs: 5000, extraSettleS: 2, windowS: 20, changes: 2, changeWindowS: 3 },
+        overload: [
+          { n: 1000, processes: 1, ttl: 2, stayS: 30, convergeTimeoutS: 60, peers: true },
+          { n: 1000, processes: 1, ttl: 10, stayS: 0, convergeTimeoutS: 60 },
+          { n: 5000, processes: 5, ttl: 10, stayS: 10, convergeTimeoutS: 180 },
+        ],
         // At least 40, so that medians a few tens of milliseconds apart can be told apart.
         crash: { trials: 40, budgetS: 300 },
         partition: { trials: 6, budgetS: 150 },

@@ -41,7 +41,10 @@ export function targetCounts(results: BenchResults): { pass: number; miss: numbe
 /** Subjects with a figure anywhere in the run (those left out with --subjects have none). */
 export function subjectsRun(results: BenchResults): Set<string> {
   return new Set(
-    [...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs, ...(results.natsIdle ?? [])]
+    [
+      ...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs, ...(results.natsIdle ?? []),
+      ...(results.overload ?? []),
+    ]
       .map((r) => r.subject),
   );
 }
@@ -182,7 +185,7 @@ export function partitionFigures(results: BenchResults, id: string): PartitionFi
 // Safety.
 
 export interface SafetyPart {
-  scenario: "graceful" | "crash" | "cold start" | "scale" | "partition";
+  scenario: "graceful" | "crash" | "cold start" | "scale" | "overload" | "partition";
   trials: number;
   instants: number;
   longestMs: number;
@@ -195,6 +198,7 @@ export function safetyByScenario(results: BenchResults, id: string): SafetyPart[
     ["crash", results.crash],
     ["cold start", results.coldStart],
     ["scale", [...results.scale.runs, ...(results.natsIdle ?? [])]],
+    ["overload", results.overload ?? []],
     ["partition", results.partition],
   ];
   return lists.map(([scenario, list]) => {

@@ -157,6 +157,28 @@ function natsIdle(results: BenchResults): string[] {
   ];
 }
 
+function overload(results: BenchResults): string[] {
+  const runs = results.overload ?? [];
+  if (!runs.length) return [];
+  const rows: Cell[][] = runs.map((r) => [
+    r.n, r.processes, r.ttl, label(r.subject),
+    num(r.convergedMs === undefined ? undefined : r.convergedMs / 1000, 2),
+    num(r.settledMs === undefined ? undefined : r.settledMs / 1000, 2),
+    r.stayS ? `${num(r.unconvergedMs, 0)} ms / ${r.stayS} s` : "",
+    r.stayS ? r.leaderChanges : "",
+    r.errors, num(r.requestsPerMember, 1), num(r.grantsPerMember, 2),
+    r.failures.length ? r.failures.join("; ").slice(0, 100) : "",
+  ]);
+  return [
+    "3c. Overload: every member started at the same instant, each with its own client; converged = one leader and every",
+    "    other member following some leader; settled = every member naming the leader; then, over a window, the time",
+    "    not converged and the leader changes; error events and what etcd received (per member) from the start on",
+    table(["N", "processes", "TTL s", "subject", "converged s", "settled s", "not converged", "leader changes", "errors",
+      "requests/member", "grants/member", "problems"], rows),
+    "",
+  ];
+}
+
 function changeCost(results: BenchResults): string[] {
   const runs = results.scale.runs;
   if (!runs.length) return [];
@@ -331,6 +353,7 @@ export function render(results: BenchResults): string {
     ...crash(results),
     ...idle(results),
     ...natsIdle(results),
+    ...overload(results),
     ...changeCost(results),
     ...propagation(results),
     ...coldStart(results),

@@ -14,8 +14,8 @@
 // and quick.md instead, and leaves the full run's files as they are.
 //
 // Options:
-//   --quick                 fewer trials and N up to 100 (under 3 minutes)
-//   --only=a,b              scenarios: graceful, cold, scale, crash, partition
+//   --quick                 fewer trials, N up to 100 in the scale scenario, shorter overload windows (under 6 minutes)
+//   --only=a,b              scenarios: graceful, cold, scale, overload, crash, partition
 //   --subjects=a,b          ours-v2, ours-v3, ours-nats, original, etcd3-election
 //
 // Every wait has a deadline, and a watchdog ends the run if the whole takes
@@ -42,6 +42,7 @@ import { prepareCrash, runCrash } from "./scenarios/crash";
 import { runGraceful } from "./scenarios/graceful";
 import { preparePartition, runPartition } from "./scenarios/partition";
 import { runNatsIdle } from "./scenarios/nats-idle";
+import { runOverload } from "./scenarios/overload";
 import { measureBaseline, runScale, spawnScaleHost } from "./scenarios/scale";
 import { SUBJECTS } from "./subjects/info";
 import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
@@ -72,7 +73,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: Set<Scenario>; subje
 }
 
 function usage(problem: string): never {
-  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,crash,partition] [--subjects=ours-v2,...]\n`);
+  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,overload,crash,partition] [--subjects=ours-v2,...]\n`);
   process.exit(2);
 }
 
@@ -131,7 +132,7 @@ async function main(): Promise<void> {
   const params = paramsFor(args.quick);
   const startedAt = now();
   const subjects = SUBJECTS.filter((s) => args.subjects.has(s.id));
-  const watchdogS = args.quick ? 240 : 1200;
+  const watchdogS = args.quick ? 480 : 1800;
   const watchdog = setTimeout(() => {
     process.stderr.write(`bench: still running after ${watchdogS} s; giving up\n`);
     void cleanUp().finally(() => process.exit(1));
@@ -196,6 +197,7 @@ async function main(): Promise<void> {
     coldStart: [],
     scale: { runs: [] },
     natsIdle: [],
+    overload: [],
     crash: [],
     partition: [],
     targets: [],
@@ -246,6 +248,19 @@ async function main(): Promise<void> {
         }
       }
       loadSince("scale");
+    }
+    if (args.only.has("overload")) {
+      for (const c of params.overload) {
+        // Peers only where the case asks for them, and not in a quick run: one that never converges waits out the case's timeout.
+        const who = etcdSubjects.filter((s) => s.ours || (c.peers && !params.quick));
+        for (const subject of who) {
+          log(`overload, ${c.n} members in ${c.processes} process${c.processes > 1 ? "es" : ""}, TTL ${c.ttl} s: ${subject.label}`);
+          results.overload!.push(await runOverload(ctx, subject, c));
+          // Let the members' deletions and revocations settle before the next subject starts.
+          await sleep(2000);
+        }
+      }
+      loadSince("overload");
     }
     // Crash and partition trials of every subject run at the same time: each
     // is timed in seconds by the TTL, and every process they need is started

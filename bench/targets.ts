@@ -212,6 +212,31 @@ export function checkTargets(results: BenchResults): TargetLine[] {
     }
   }
 
+  // 5f. Overload: every member started at the same instant.
+  for (const run of (results.overload ?? []).filter((r) => subjectInfo(r.subject as SubjectId).ours)) {
+    const label = subjectInfo(run.subject as SubjectId).label;
+    const where = `${run.n} members${run.processes > 1 ? ` in ${run.processes} processes` : ""}, TTL ${run.ttl} s, started at once, ${label}`;
+    const problems = run.failures.length ? `; ${run.failures.join("; ").slice(0, 200)}` : "";
+    const converged = run.convergedMs !== undefined && run.failures.length === 0;
+    if (run.ttl * 1000 <= 2000) {
+      const stayed = converged && run.unconvergedMs === 0 && run.leaderChanges === 0;
+      add(stayed && run.errors < run.n,
+        `overload, ${where}: converged after ${f((run.convergedMs ?? NaN) / 1000, 2)} s, then not converged for ` +
+          `${f(run.unconvergedMs ?? NaN, 0)} ms of ${run.stayS} s with ${run.leaderChanges ?? "n/a"} leader changes; ` +
+          `${run.errors} error events (target: converged, and stays so for the whole window, with fewer error events than members)${problems}`);
+    } else if (run.processes === 1) {
+      const settle = run.settledMs ?? run.convergedMs;
+      add(converged && settle !== undefined && settle <= 5000,
+        `overload, ${where}: every member following ${f((settle ?? NaN) / 1000, 2)} s after the start; ${run.errors} error events ` +
+          `(target ≤ 5 s)${problems}`);
+    } else {
+      add(converged && (run.unconvergedMs ?? 0) === 0,
+        `overload, ${where}: converged after ${f((run.convergedMs ?? NaN) / 1000, 2)} s` +
+          (run.stayS ? `, not converged for ${f(run.unconvergedMs ?? NaN, 0)} ms of the ${run.stayS} s after` : "") +
+          `; ${run.errors} error events (target: converges, however slowly)${problems}`);
+    }
+  }
+
   // 6. Safety: zero instants with two leaders, every scenario.
   for (const o of ours) {
     const { instants, trials, longestMs } = safetyTotal(results, o.id);
