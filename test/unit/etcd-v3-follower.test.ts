@@ -49,8 +49,8 @@ async function following(
   const signal = AbortSignal.timeout(5_000);
   const keys = new MemberKeys(ELECTION);
   const reader = new LineReader(etcd, keys);
-  const state = new MembershipState(ours.token, undefined);
-  const place = await reader.placeInLine(ours, undefined, signal);
+  const state = new MembershipState(ours.token);
+  const place = await reader.placeInLine(ours, signal);
   assert.ok(place.ours && place.ahead, "a member waits behind others");
   const named: Array<string | undefined> = [];
   // As the backend does: a leader named again (a Proclaim replayed by a watch from before it) is not a change.

@@ -79,34 +79,10 @@ function client(answers: { txn?: unknown; keepAlive?: (id: string) => unknown })
 }
 
 describe("the v3 port on an etcd3 client", () => {
-  it("takes an etcd3 namespace's prefix off the keys its campaign's reads found, as a plain read has it taken off", async () => {
-    const put = 42;
-    const txn = {
-      succeeded: true,
-      header: { revision: String(put) },
-      responses: [
-        { response_put: {} },
-        { response_range: { kvs: [rawKv("app//e/1a", "a", 10), rawKv("app//e/2b", "ours", put)], header: { revision: String(put) } } },
-        { response_range: { kvs: [rawKv("app//e/2b", "ours", put)], header: { revision: String(put) } } },
-      ],
-    };
-    const port = new Etcd3Port(client({ txn }).client);
-    const answer = await port.campaign({ key: "/e/2b", value: "ours", leaseId: "43", reads: [{ prefix: "/e/" }, { prefix: "/e/" }] });
-    assert.equal(answer.succeeded, true);
-    assert.equal(answer.revision, put);
-    assert.deepEqual(
-      answer.reads.map((read) => read.kvs.map((kv) => [kv.key, kv.value, kv.createRevision])),
-      [
-        [["/e/1a", "a", 10], ["/e/2b", "ours", put]],
-        [["/e/2b", "ours", put]],
-      ],
-    );
-  });
-
   it("answers a campaign that found the key with the key as it stood", async () => {
     const txn = { succeeded: false, header: { revision: "50" }, responses: [{ response_range: { kvs: [rawKv("/e/2b", "old", 30, 31)] } }] };
-    const answer = await new Etcd3Port(client({ txn }).client).campaign({ key: "/e/2b", value: "new", leaseId: "43", reads: [] });
-    assert.deepEqual([answer.succeeded, answer.revision, answer.existing?.createRevision, answer.existing?.value, answer.reads], [false, 50, 30, "old", []]);
+    const answer = await new Etcd3Port(client({ txn }).client).campaign({ key: "/e/2b", value: "new", leaseId: "43" });
+    assert.deepEqual([answer.succeeded, answer.revision, answer.existing?.createRevision, answer.existing?.value], [false, 50, 30, "old"]);
   });
 
   it("delivers a watcher's events as the port's, the rest of one answer queued with the first; a replaced watcher's are dropped", async () => {

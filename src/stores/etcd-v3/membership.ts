@@ -1,7 +1,6 @@
 // A v3 membership: what identifies it, which the state machine holds, and
 // what the backend knows about it besides, which stays the backend's.
 import type { Membership } from "../../contract/backend";
-import type { RangeAnswer } from "./port";
 
 export interface V3Membership extends Membership {
   /** The member key, `<key>/<lease id in lowercase hex>`. */
@@ -12,27 +11,12 @@ export interface V3Membership extends Membership {
   readonly leaseId: string;
 }
 
-/** Both ends of the line up to a member's key, oldest first and newest first, read at one revision. */
-export interface LineEnds {
-  readonly oldest: RangeAnswer;
-  readonly newest: RangeAnswer;
-}
-
 /** What the backend has learnt about one of its memberships. */
 export class MembershipState {
   constructor(
     /** A revision at which the key was known to exist; watches of it start after it. */
     public knownAliveAt: number,
-    /** The two ends of the line as the join read them, until the first wait takes them. */
-    private lineAtJoin: LineEnds | undefined,
   ) {}
-
-  /** The line as the join read it, once: a later wait reads it afresh. */
-  takeLineAtJoin(): LineEnds | undefined {
-    const line = this.lineAtJoin;
-    this.lineAtJoin = undefined;
-    return line;
-  }
 
   /** The watch that sees our key now (a follower's watch of its line, the leader's of its key), if any. */
   private keyWatch: { readonly owner: object; readonly confirmed: () => boolean } | undefined;
@@ -72,6 +56,6 @@ export function remember(membership: V3Membership, state: MembershipState): void
  */
 export function stateOf(membership: V3Membership): MembershipState {
   let state = states.get(membership);
-  if (!state) states.set(membership, (state = new MembershipState(membership.token, undefined)));
+  if (!state) states.set(membership, (state = new MembershipState(membership.token)));
   return state;
 }

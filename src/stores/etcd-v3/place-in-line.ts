@@ -4,7 +4,7 @@
 import { OlderMembers, type ListedMember } from "./line";
 import { fromLine, type Member } from "./member";
 import type { MemberKeys } from "./member-keys";
-import type { LineEnds, V3Membership } from "./membership";
+import type { V3Membership } from "./membership";
 import type { EtcdV3Port, RangeAnswer, RangeRequest } from "./port";
 
 /**
@@ -69,13 +69,11 @@ export class LineReader {
    * follower: listing all of a line of a thousand, a hundred thousand members
    * in all, is most of the work a thousand members starting in one process do.
    * (etcd 3.4 still collects and sorts every key under the prefix for either
-   * read, whatever the limit.) `atJoin`, the two reads the join's transaction
-   * made, stands for both.
+   * read, whatever the limit: reads, not a transaction, so that the sorting
+   * holds up no write.)
    */
-  async placeInLine(membership: V3Membership, atJoin: LineEnds | undefined, signal: AbortSignal): Promise<PlaceInLine> {
-    const oldest = atJoin
-      ? this.membersOf(atJoin.oldest, LINE_END_MEMBERS + 1)
-      : await this.listLine(membership, "ascend", LINE_END_MEMBERS + 1, signal);
+  async placeInLine(membership: V3Membership, signal: AbortSignal): Promise<PlaceInLine> {
+    const oldest = await this.listLine(membership, "ascend", LINE_END_MEMBERS + 1, signal);
     let older = oldest.members;
     let ours = older.at(-1)?.key === membership.id;
     let gapAt: number | undefined;
@@ -84,9 +82,7 @@ export class LineReader {
       older.pop();
     } else if (oldest.full) {
       // The line goes on past what was read: read its other end, ours included.
-      const newest = atJoin
-        ? this.membersOf(atJoin.newest, LINE_END_MEMBERS + 1)
-        : await this.listLine(membership, "descend", LINE_END_MEMBERS + 1, signal);
+      const newest = await this.listLine(membership, "descend", LINE_END_MEMBERS + 1, signal);
       ours = newest.members[0]?.key === membership.id;
       const back = newest.members.slice(ours ? 1 : 0).reverse();
       if (older.length > 0 && back.length > 0) {

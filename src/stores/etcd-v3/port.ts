@@ -53,15 +53,16 @@ export interface RangeAnswer {
 }
 
 /**
- * etcd's Campaign: If CreateRevision(key) = 0 Then Put(key, value, lease) and
- * `reads` Else Get(key), in one transaction. A transaction's reads see its own
- * writes: they are made at the put's revision, the put among what they find.
+ * etcd's Campaign: If CreateRevision(key) = 0 Then Put(key, value, lease)
+ * Else Get(key), in one transaction. Nothing else goes in it: etcd applies
+ * transactions one at a time, and a read sorted by create revision in one
+ * would hold up every write and keep-alive behind it for as long as it takes
+ * to collect and sort every key under the prefix (see recipe.ts).
  */
 export interface CampaignRequest {
   readonly key: string;
   readonly value: string;
   readonly leaseId: string;
-  readonly reads: readonly RangeRequest[];
 }
 
 export interface CampaignAnswer {
@@ -69,8 +70,6 @@ export interface CampaignAnswer {
   readonly succeeded: boolean;
   /** The transaction's revision: the put's, when it succeeded. */
   readonly revision: number;
-  /** What the reads found, in the order asked, when it succeeded. */
-  readonly reads: readonly RangeAnswer[];
   /** The key as it stood, when it did not. */
   readonly existing: KeyValue | undefined;
 }

@@ -3,8 +3,7 @@
 // concurrency.Election share one election.
 //
 //   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
-//                                       Then Put(that key, name, lease) and the
-//                                            turn's two reads, at the put's revision
+//                                       Then Put(that key, name, lease)
 //                                       Else Get(that key)
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
 //             answer (src/stores/etcd-v3/etcd3/keepalive-stream.ts); a TTL of 0 means the lease is gone.
@@ -13,8 +12,7 @@
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours,
 //             limit LINE_END_MEMBERS + 1): our own key and every member before
 //             it. None before it: we lead. If the line goes on past the limit,
-//             the same read newest first, for its other end. The first turn
-//             takes both from the join's transaction. Otherwise watch
+//             the same read newest first, for its other end. Then watch
 //             the member just before ours (etcd's recipe) and our own key, in
 //             one watch over the keys from one to the other (deletions only,
 //             unless the predecessor leads: other members' keys fall in that
@@ -48,7 +46,7 @@
 // Order is the create revision, which every member reads alike. The fencing
 // token is the member key's create revision: a later member's is larger.
 //
-// Waiting costs one listing, made by the join's own transaction: a member
+// Waiting costs one listing, made when the wait starts: a member
 // remembers the members older than itself (no member can become older later;
 // of a long line, its two ends), watches the one just before it (etcd's
 // recipe) and the oldest ones, and when the one before it goes it watches
@@ -58,7 +56,13 @@
 // listed (drawn at random, so that followers do not all read at the same
 // change), it reads that end again, once. (A read sorted by create revision
 // makes etcd 3.4 collect and sort every key under the prefix, whatever the
-// limit.) It also watches its own key, which
+// limit: about 8 ms at 5,000 keys on the machine of bench/README.md. The
+// join's transaction used to make both reads, saving a round trip; but etcd
+// applies transactions one at a time, and 5,000 members joining at once held
+// up every write behind 40 s of sorting, until keep-alives failed with
+// "waiting for the applied index took too long" and leases expired: no leader
+// for 20 s and 17,000 errors. As reads of their own they hold up no write.)
+// It also watches its own key, which
 // etcd's Campaign does not (etcd issue 19597): a key deleted by an operator, or
 // by its lease expiring, ends the wait at once instead of never.
 //
@@ -76,9 +80,9 @@ import { processTurns, type TurnQueue } from "../../util/turns";
 import { Follower, type FollowerSetting } from "./follower";
 import { leaderOf, memberOf, type Member } from "./member";
 import { leaseHex, MemberKeys } from "./member-keys";
-import { MembershipState, remember, stateOf, type LineEnds, type V3Membership } from "./membership";
-import { LINE_END_MEMBERS, LineReader } from "./place-in-line";
-import { LeaseNotFoundError, WatchCancelledError, type CampaignAnswer, type EtcdV3Port } from "./port";
+import { MembershipState, remember, stateOf, type V3Membership } from "./membership";
+import { LineReader } from "./place-in-line";
+import { LeaseNotFoundError, WatchCancelledError, type EtcdV3Port } from "./port";
 
 export type { V3Membership } from "./membership";
 export { LINE_END_MEMBERS } from "./place-in-line";
@@ -120,7 +124,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     return this.port.awaitAnswer("join", campaign, signal);
   }
 
-  /** session.go's lease, then Campaign's transaction, which also reads the line. */
+  /** session.go's lease, then Campaign's transaction. */
   private async campaign(): Promise<Claim<V3Membership>> {
     // The lease's time to live runs from when etcd grants it.
     const sentAt = this.clock.now();
@@ -131,17 +135,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     }
     const key = this.keys.keyOf(lease.id);
     try {
-      // The same transaction reads both ends of the line, at the revision of
-      // our put (a transaction's reads see its own writes): our key is the
-      // newest there, so neither read needs our create revision to stop at it,
-      // and the first wait needs no read of its own.
-      const reads = [this.reader.end("ascend", LINE_END_MEMBERS + 1), this.reader.end("descend", LINE_END_MEMBERS + 1)];
-      const txn = await this.port.campaign({ key, value: this.name, leaseId: lease.id, reads });
+      const txn = await this.port.campaign({ key, value: this.name, leaseId: lease.id });
       // A fresh lease has no key yet, so the put succeeds; etcd's recipe
       // still reads the key back otherwise, and so do we.
       const token = txn.existing ? txn.existing.createRevision : txn.revision;
       const membership: V3Membership = { id: key, token, leaseId: lease.id };
-      remember(membership, new MembershipState(txn.revision, lineEnds(key, txn)));
+      remember(membership, new MembershipState(txn.revision));
       return { membership, token, sentAt, ttlMs: lease.ttlSeconds * 1000 };
     } catch (err) {
       this.port.abandonLease(lease.id);
@@ -196,7 +195,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       onLeaderChange(leader);
     };
     for (;;) {
-      const { ours, ahead, revision } = await this.reader.placeInLine(membership, state.takeLineAtJoin(), signal);
+      const { ours, ahead, revision } = await this.reader.placeInLine(membership, signal);
       if (!ours) throw new MembershipLostError(`membership ${membership.id} is no longer in line`);
       state.knownAliveAt = Math.max(state.knownAliveAt, revision);
       if (!ahead) return;
@@ -298,17 +297,6 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
 /** Math.random, looked up when drawn. */
 const mathRandom = (): number => Math.random();
-
-/**
- * The line's two ends as the join's transaction read them, or none if they
- * are not what they should be: our own key, newest at that revision, first
- * in the newest-first read.
- */
-function lineEnds(key: string, txn: CampaignAnswer): LineEnds | undefined {
-  const [oldest, newest] = txn.reads;
-  if (!txn.succeeded || !oldest || !newest || newest.kvs[0]?.key !== key) return undefined;
-  return { oldest, newest };
-}
 
 function lostLease(membership: V3Membership, cause?: unknown): MembershipLostError {
   return new MembershipLostError(

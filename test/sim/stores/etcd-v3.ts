@@ -193,13 +193,13 @@ export class EtcdV3Store implements EtcdV3Port {
     return held;
   }
 
-  transact({ key, value, leaseId, reads }: CampaignRequest): CampaignAnswer {
+  transact({ key, value, leaseId }: CampaignRequest): CampaignAnswer {
     this.requests.campaign++;
     if (!this.leases.has(leaseId)) throw new LeaseNotFoundError(leaseId);
     const existing = this.get(key);
-    if (existing) return { succeeded: false, revision: this.revision, reads: [], existing };
+    if (existing) return { succeeded: false, revision: this.revision, existing };
     const revision = this.put({ [key]: value }, leaseId);
-    return { succeeded: true, revision, reads: reads.map((read) => this.read(read)), existing: undefined };
+    return { succeeded: true, revision, existing: undefined };
   }
 
   /**
@@ -579,10 +579,10 @@ const v3Mutations: readonly Mutation[] = [
     patch: () => {
       const first = new WeakMap<V3Membership, PlaceInLine>();
       return patch(LineReader.prototype, "placeInLine", (original) =>
-        async function (this: LineReader, membership, atJoin, signal) {
+        async function (this: LineReader, membership, signal) {
           const stale = first.get(membership);
           if (stale) return stale;
-          const place = await original.call(this, membership, atJoin, signal);
+          const place = await original.call(this, membership, signal);
           first.set(membership, place);
           return place;
         },

@@ -2,9 +2,8 @@
 // besides its own calls is here and beside it: unary calls bounded by a
 // signal without cancelling them, and each call's gRPC status and outcome
 // reviewed (client.ts, advice.ts); renewals on one keep-alive stream per
-// client (keepalive-stream.ts); watches that report a failure instead of
-// resuming past events (client.ts); and an etcd3 namespace's prefix, which
-// etcd3 leaves on the keys a transaction reads.
+// client (keepalive-stream.ts); and watches that report a failure instead of
+// resuming past events (client.ts).
 import type { IRangeResponse, ITxnResponse, MultiRangeBuilder, SingleRangeBuilder } from "etcd3";
 import { log } from "../../../util/log";
 import { leaseHex } from "../member-keys";
@@ -47,13 +46,13 @@ export class Etcd3Port implements EtcdV3Port {
     return this.advisor.follow(etcd3Call(operation, this.rangeOf(request).exec(), signal), plainRangeAnswer);
   }
 
-  campaign({ key, value, leaseId, reads }: CampaignRequest): Promise<CampaignAnswer> {
+  campaign({ key, value, leaseId }: CampaignRequest): Promise<CampaignAnswer> {
     return this.client
       .if(key, "Create", "==", 0)
-      .then(this.client.put(key).value(value).lease(leaseId), ...reads.map((read) => this.rangeOf(read)))
+      .then(this.client.put(key).value(value).lease(leaseId))
       .else(this.client.get(key))
       .commit()
-      .then((txn) => campaignAnswer(key, txn));
+      .then((txn) => campaignAnswer(txn));
   }
 
   awaitAnswer<T>(operation: string, answer: Promise<T>, signal: AbortSignal): Promise<T> {
@@ -137,35 +136,12 @@ function plainRangeAnswer(response: IRangeResponse): RangeAnswer {
   return rangeAnswer(response);
 }
 
-/**
- * The transaction's answer in the port's terms. Its reads are made at the
- * put's revision, so the put is among what they find, as `key` after
- * whatever etcd3's namespace put before it: that much is taken off every
- * key they read.
- */
-function campaignAnswer(key: string, txn: ITxnResponse): CampaignAnswer {
+/** The transaction's answer in the port's terms. */
+function campaignAnswer(txn: ITxnResponse): CampaignAnswer {
   const revision = Number(txn.header.revision);
   if (!txn.succeeded) {
     const existing = txn.responses[0]?.response_range?.kvs[0];
-    return { succeeded: false, revision, reads: [], existing: existing && new Etcd3KeyValue(existing) };
+    return { succeeded: false, revision, existing: existing && new Etcd3KeyValue(existing) };
   }
-  const ranges: IRangeResponse[] = [];
-  for (const { response_range: range } of txn.responses.slice(1)) {
-    if (!range) break;
-    ranges.push(range);
-  }
-  const namespaceLength = namespaceBefore(key, revision, ranges);
-  return { succeeded: true, revision, reads: ranges.map((range) => rangeAnswer(range, namespaceLength)), existing: undefined };
-}
-
-/** How long the prefix is that etcd3's namespace put before `key`, the key put at `revision`, in what the reads found; 0 if they did not find it. */
-function namespaceBefore(key: string, revision: number, ranges: readonly IRangeResponse[]): number {
-  for (const range of ranges) {
-    for (const kv of range.kvs) {
-      if (Number(kv.create_revision) !== revision) continue;
-      const found = kv.key.toString();
-      if (found.endsWith(key)) return found.length - key.length;
-    }
-  }
-  return 0;
+  return { succeeded: true, revision, existing: undefined };
 }
