@@ -123,6 +123,9 @@ describe("a command's process group", { timeout: 30_000 }, () => {
     const { guard } = recordingGuard();
     const group = await ProcessGroup.start(shell("(trap '' TERM; sleep 30) & exit 0"), guard);
     assert.equal((await group.exited).code, 0);
+    // The subshell ignores SIGTERM once its trap ran, and the sleep it then starts inherits that; a stop
+    // that came before (a loaded machine) would end it at once.
+    await waitFor("the subshell's sleep to run", 5_000, () => livingInGroups([group.pid]).some((p) => / sleep 30$/.test(p)));
     const stoppedAt = Date.now();
     await group.stop();
     const tookMs = Date.now() - stoppedAt;
