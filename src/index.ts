@@ -142,6 +142,7 @@ namespace etcdLeader {
   export type ElectionBackend<M extends Membership = Membership> = contract.ElectionBackend<M>;
   export type Membership = contract.Membership;
   export type Claim<M extends Membership = Membership> = contract.Claim<M>;
+  export type Renewed = contract.Renewed;
   export type LeaderListener = contract.LeaderListener;
   export type ElectionOptions = Options;
   export type ElectionEvents = election.ElectionEvents;
