@@ -65,6 +65,8 @@ async function main(): Promise<void> {
       elections.push(session.election(`/heap/${i}`, `member-${i}`).start());
       if (elections.length % START_BATCH === 0 || i === count - 1) {
         await waitFor("every election to settle", 600_000, settled, { every: 100 });
+        const { heapUsed, rss } = process.memoryUsage();
+        console.error(`${elections.length} settled after ${Math.round(performance.now() - started)} ms; heap ${(heapUsed / 2 ** 20).toFixed(0)} MiB, rss ${(rss / 2 ** 20).toFixed(0)} MiB`);
       }
     }
     const joinedMs = performance.now() - started;
