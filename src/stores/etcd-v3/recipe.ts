@@ -2,12 +2,14 @@
 // so that our members, `etcdctl elect` and Go programs using
 // concurrency.Election share one election.
 //
-//   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
+//   join      LeaseGrant(ttl) (or a session's lease: member-lease.ts, session/),
+//             then Txn If CreateRevision(<key>/<lease id in hex>) = 0
 //                                       Then Put(that key, name, lease) and the
 //                                            turn's two reads, at the put's revision
 //                                       Else Get(that key)
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
 //             answer (src/stores/etcd-v3/etcd3/keepalive-stream.ts); a TTL of 0 means the lease is gone.
+//             (on a session, the session's one keep-alive, shared by its members).
 //             With no watch of our key that etcd confirmed, also Get(our key):
 //             a key deleted while its lease lives is a membership lost
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours,
@@ -26,7 +28,9 @@
 //             deletion, with no deletion of ours before or with it in that
 //             one watch, proves our key outlived it: we lead.
 //   loss      the leader watches its own key for its deletion
-//   leave     LeaseRevoke, which deletes the key
+//   leave     LeaseRevoke, which deletes the key; on a session, whose lease
+//             holds other elections too, Txn If CreateRevision(key) = ours
+//             Then Delete(key) (Resign), and one LeaseRevoke at its close
 //   observe   Get(<key>/, oldest create revision first, limit 1), and if that
 //             key is no member, the keys from it on; then watch <key>/
 //
