@@ -13,6 +13,9 @@ import * as lost from "./leadership/lost";
 import * as observer from "./election/observer";
 import { resolveOptions, type ElectionOptions as Options } from "./election/options";
 import type * as scope from "./leadership/while-leading";
+import * as etcdSession from "./stores/etcd-v3/session/etcd-session";
+import { resolveSessionOptions, type SessionElectionOptions as ElectionOnSession, type SessionOptions as SessionTiming } from "./stores/etcd-v3/session/session-options";
+import { isEtcd3Client } from "./stores/etcd-v3/etcd3/client";
 import * as settings from "./stores/settings";
 import type * as state from "./election/state";
 import type * as waiting from "./leadership/when-elected";
@@ -112,6 +115,24 @@ namespace etcdLeader {
    */
   export const etcd3Options = etcd3.etcd3Options;
 
+  /**
+   * An etcd v3 session, as etcd's concurrency.Session: one lease, kept alive
+   * by one keep-alive per refresh interval, for every election made on it
+   * with `session.election(key, name)`. `await session.close()` (or `await
+   * using`) leaves them all with one LeaseRevoke. `client` is an etcd3 client;
+   * `options.ttl` is the lease's (default 10 s).
+   */
+  export function session(client: unknown, options?: SessionOptions): Session {
+    if (!client) throw new Error("etcd is required");
+    if (!isEtcd3Client(client)) {
+      throw new TypeError(
+        "a session needs an etcd3 client (new Etcd3({ hosts })): it shares one etcd v3 lease, which the v2 API and NATS KV do not have",
+      );
+    }
+    const resolved = resolveSessionOptions(options);
+    return new etcdSession.EtcdSession(client, { ...options }, resolved);
+  }
+
   /** The node:diagnostics_channel names this package publishes on (see src/election/diagnostics.ts for the messages). */
   export const channels = diagnostics.channels;
 
@@ -142,8 +163,11 @@ namespace etcdLeader {
   export type ElectionBackend<M extends Membership = Membership> = contract.ElectionBackend<M>;
   export type Membership = contract.Membership;
   export type Claim<M extends Membership = Membership> = contract.Claim<M>;
+  export type Renewed = contract.Renewed;
   export type LeaderListener = contract.LeaderListener;
   export type ElectionOptions = Options;
+  export type SessionOptions = SessionTiming;
+  export type SessionElectionOptions = ElectionOnSession;
   export type ElectionEvents = election.ElectionEvents;
   export type ObserverEvents = observer.ObserverEvents;
   export type ElectionPhase = errors.ElectionPhase;
@@ -170,6 +194,8 @@ namespace etcdLeader {
 
   export import Election = election.Election;
   export import LeaderObserver = observer.LeaderObserver;
+  export import Session = etcdSession.EtcdSession;
+  export import SessionClosedError = etcdSession.SessionClosedError;
   export import ElectionError = errors.ElectionError;
   export import MembershipLostError = errors.MembershipLostError;
   export import InvalidClaimError = answers.InvalidClaimError;

@@ -4,19 +4,31 @@
 // away), a fencing token that fences nothing, or a membership nobody can give
 // back. A claim that breaks a rule of the contract (backend.ts) is reported
 // and never led on; a leader report that does is reported and ignored.
-import type { Claim, Leader, Membership } from "./backend";
+import type { Claim, Leader, Membership, Renewed } from "./backend";
 
-/** A backend answered with a claim that breaks the contract: the field, and what is wrong with it. */
+/**
+ * A backend answered with a claim (or a renewal) that breaks the contract:
+ * the field, and what is wrong with it.
+ */
 export class InvalidClaimError extends Error {
   override readonly name = "InvalidClaimError";
   constructor(
     /** The backend's description ("custom backend" when it gives none). */
     readonly backend: string,
-    /** The field of the claim at fault: "claim", "membership", "membership.id", "token", "sentAt" or "ttlMs". */
+    /**
+     * The field at fault: of a claim, "claim", "membership", "membership.id",
+     * "token", "sentAt" or "ttlMs"; of a renewal, "renewal" or "sentAt".
+     */
     readonly field: string,
     problem: string,
+    /** What the backend answered: a claim, or a renewal (which then extends no term). */
+    readonly answer: "claim" | "renewal" = "claim",
   ) {
-    super(`${backend} answered with a claim whose ${field} ${problem}; it is not led on`);
+    super(
+      answer === "claim"
+        ? `${backend} answered with a claim whose ${field} ${problem}; it is not led on`
+        : `${backend} answered a renewal with ${field === "renewal" ? "" : `a ${field} that `}${problem}; it extends no term`,
+    );
   }
 }
 
@@ -69,6 +81,48 @@ export function heldClaimProblem(claim: unknown, held: Claim): { field: string; 
     return { field: "token", problem: `is ${token}, but the membership awaitTurn was handed carries ${held.token}` };
   }
   return undefined;
+}
+
+/**
+ * The send time a renewal answered with (`renew`'s `{ sentAt }`), or what is
+ * wrong with it: `calledAt` is performance.now() as the call was made, `now`
+ * as the answer came, `previous` the send time of the membership's newest
+ * write confirmed before. A renewal answered with nothing was sent during
+ * the call, from `calledAt` at the earliest. One sent before the previous
+ * write would count the term from a moment the store has already renewed
+ * past, and one later than now comes from another clock: neither is taken.
+ */
+export function renewalSentAt(
+  answer: unknown,
+  calledAt: number,
+  now: number,
+  previous: number,
+): { sentAt: number } | { field: string; problem: string } {
+  if (answer === undefined || answer === null) return { sentAt: calledAt };
+  if (typeof answer !== "object") {
+    return { field: "renewal", problem: `${describe(answer)}, not undefined or { sentAt }` };
+  }
+  const { sentAt } = answer as Partial<Renewed>;
+  if (typeof sentAt !== "number" || !Number.isFinite(sentAt)) {
+    return { field: "sentAt", problem: `is ${describe(sentAt)}, not a finite performance.now() time` };
+  }
+  if (sentAt > now) {
+    return {
+      field: "sentAt",
+      problem:
+        `(${sentAt}) is later than now (${Math.round(now)}) on performance.now()'s clock: ` +
+        "take it from performance.now() just before the renewing write is sent (Date.now() is another clock)",
+    };
+  }
+  if (sentAt < previous) {
+    return {
+      field: "sentAt",
+      problem:
+        `(${sentAt}) is earlier than the send time of the membership's newest write confirmed before ` +
+        `(${previous}): a renewal answers with the write that renewed it, sent no earlier than that one`,
+    };
+  }
+  return { sentAt };
 }
 
 /** What is wrong with a leader a backend reported (to `onLeader`, or from readLeader): undefined if nothing is. */

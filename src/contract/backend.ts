@@ -29,6 +29,15 @@
 //   write was sent: not later than the answer, nor `ttlMs` or more before it;
 // - `ttlMs` is a positive, finite number of milliseconds;
 // - `awaitTurn` handed a claim resolves with that membership and token.
+// `renew` may resolve with `{ sentAt }`: the performance.now() time at which
+// the write that renewed the membership was sent, which may be before the
+// call (a renewal shared by many memberships, such as the one keep-alive of
+// an etcd v3 session). It must be a finite number, not later than the
+// answer, and not earlier than the send time of the membership's newest
+// write confirmed before (its claim, or an earlier renewal). A renewal that
+// breaks one is reported (an InvalidClaimError naming `sentAt`), extends no
+// term, and is retried like a failed one. Resolving with nothing means the
+// write was sent during the call, and its start is taken as the send time.
 // A claim that breaks one is reported as an `error` (an InvalidClaimError
 // naming the field) and never led on; what it names is handed to `leave`.
 // A leader reported to `onLeader` is `{ name: string, token: finite number }`
@@ -71,6 +80,21 @@ export interface Claim<M extends Membership = Membership> {
    * bucket's max age), which may differ from the TTL asked for.
    */
   readonly ttlMs: number;
+}
+
+/**
+ * What `renew` may answer: when the write that the store confirmed, and that
+ * keeps the membership alive, was sent. A backend whose renewals are shared
+ * (one lease keep-alive for every election on an etcd v3 session) answers
+ * with the send time of the shared write, which may come before the call.
+ */
+export interface Renewed {
+  /**
+   * `performance.now()` taken just before that write was sent: not later
+   * than the answer, and not earlier than the send time of the membership's
+   * newest write confirmed before. A term's deadline counts from it.
+   */
+  readonly sentAt: number;
 }
 
 /**
@@ -122,12 +146,14 @@ export interface ElectionBackend<M extends Membership = Membership> {
   /**
    * Renews the membership's time to live. Resolves once the store confirmed
    * that it still holds the membership; throws MembershipLostError if not.
+   * Resolves with nothing when the renewing write was sent during the call,
+   * or with `{ sentAt }` when it was sent earlier (see Renewed).
    * Where the store keeps the time to live apart from the membership (an etcd
    * v3 lease, which outlives a key deleted from outside), one request can only
    * confirm the time to live: a deletion is then reported by awaitTurn and
    * awaitLoss, which must watch for it.
    */
-  renew(membership: M, signal: AbortSignal): Promise<void>;
+  renew(membership: M, signal: AbortSignal): Promise<void | Renewed>;
 
   /**
    * For a member that leads: resolves as soon as the store shows that the

@@ -3,7 +3,7 @@
 // was *sent*, which is what a leader's deadline is counted from.
 import { ChildAbortController, untilAborted } from "../util/abort";
 import type { ElectionBackend, Membership } from "../contract/backend";
-import { callBackend } from "../contract/answers";
+import { callBackend, InvalidClaimError, renewalSentAt } from "../contract/answers";
 import { Backoff } from "../util/backoff";
 import { detachedTimeout, later, type Clock } from "../util/clock";
 import { isMembershipLost, RequestTimeoutError } from "../contract/errors";
@@ -130,17 +130,22 @@ export class Renewal<M extends Membership> {
 
   /** One renewal, cut short when `signal` aborts; reports its outcome to the listener and rethrows failures. */
   private async attempt(signal?: AbortSignal): Promise<number> {
-    const sentAt = this.clock.now();
+    const calledAt = this.clock.now();
+    let sentAt = calledAt;
     const request = signal ? new ChildAbortController(signal) : new AbortController();
     const requestSignal = request.signal;
     // On the election's clock, like every timer of the election, and like
     // AbortSignal.timeout()'s it keeps no process alive by itself.
     const timeout = detachedTimeout(this.clock, () => request.abort(new DOMException("renewal timed out", "TimeoutError")), this.options.requestTimeout);
     this.inFlight.push(request);
-    let renewing: Promise<void> | undefined;
+    let renewing: Promise<unknown> | undefined;
     try {
       renewing = callBackend(() => this.backend.renew(this.membership, requestSignal));
-      await untilAborted("renew", renewing, requestSignal);
+      // A shared renewal (an etcd v3 session's keep-alive) may have been sent
+      // before this call: the deadline counts from that send, never later.
+      const answered = renewalSentAt(await untilAborted("renew", renewing, requestSignal), calledAt, this.clock.now(), this.confirmedSentAt);
+      if ("problem" in answered) throw new InvalidClaimError(this.backend.description ?? "custom backend", answered.field, answered.problem, "renewal");
+      sentAt = answered.sentAt;
     } catch (failure) {
       if (this.stopped || signal?.aborted) throw failure;
       const err = renewing ? await backendTimeout(renewing, failure, this.clock) : failure;
@@ -173,7 +178,7 @@ export class Renewal<M extends Membership> {
  * next turn of the event loop, says more (which request, and for etcd3 what
  * to configure when timeouts keep coming): report that one instead.
  */
-async function backendTimeout(renewing: Promise<void>, failure: unknown, clock: Clock): Promise<unknown> {
+async function backendTimeout(renewing: Promise<unknown>, failure: unknown, clock: Clock): Promise<unknown> {
   if (!(failure instanceof RequestTimeoutError)) return failure;
   const own = await Promise.race([
     renewing.then(() => undefined, (err: unknown) => err),

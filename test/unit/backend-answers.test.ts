@@ -48,6 +48,7 @@ function brokenToy(
   description: string,
   breakClaim: (claim: Claim) => unknown,
   breakHeld: (claim: Claim) => unknown = (claim) => claim,
+  breakRenewal: (sentAt: number) => unknown = () => undefined,
 ): { backend: Backend; store: MemoryStore } {
   const store = new MemoryStore();
   const toy = new MemoryBackend(store, "a", TTL_MS);
@@ -57,7 +58,11 @@ function brokenToy(
       const claim = await toy.awaitTurn(held as never, onLeader, signal);
       return (held ? breakHeld(claim) : breakClaim(claim)) as Claim;
     },
-    renew: (membership) => toy.renew(membership as never),
+    async renew(membership) {
+      const sentAt = performance.now();
+      await toy.renew(membership as never);
+      return breakRenewal(sentAt) as etcdLeader.Renewed | undefined;
+    },
     awaitLoss: (membership, signal) => toy.awaitLoss(membership as never, signal),
     leave: (membership) => toy.leave(membership as never),
     observe: (onLeader, signal) => toy.observe(onLeader, signal),
@@ -217,6 +222,54 @@ describe("claims that break the contract are reported and never led on", () => {
   });
 });
 
+describe("renewals that answer with a send time that breaks the contract", () => {
+  const cases: Array<{ title: string; breakRenewal: (sentAt: number) => unknown; message: RegExp }> = [
+    {
+      title: "a sentAt from Date.now() (another clock)",
+      breakRenewal: () => ({ sentAt: Date.now() }),
+      message: /toy store answered a renewal with a sentAt that \(\d+\) is later than now .*Date\.now\(\) is another clock\); it extends no term/,
+    },
+    {
+      title: "a sentAt before the claim's",
+      breakRenewal: (sentAt) => ({ sentAt: sentAt - 10 * TTL_MS }),
+      message: /toy store answered a renewal with a sentAt that \(-?[\d.]+\) is earlier than the send time of the membership's newest write confirmed before/,
+    },
+    {
+      title: "a sentAt that is NaN",
+      breakRenewal: () => ({ sentAt: NaN }),
+      message: /toy store answered a renewal with a sentAt that is NaN, not a finite performance\.now\(\) time/,
+    },
+    {
+      title: "an answer that is a number",
+      breakRenewal: (sentAt) => sentAt,
+      message: /toy store answered a renewal with [\d.]+, not undefined or \{ sentAt \}; it extends no term/,
+    },
+  ];
+
+  for (const { title, breakRenewal, message } of cases) {
+    it(`${title}: an error event names sentAt, and the leader steps down by the deadline of its last good write`, async () => {
+      const { backend } = brokenToy("toy store", (claim) => claim, (claim) => claim, breakRenewal);
+      const a = member(backend, "a", { ttl: TTL_MS / 1000, refreshInterval: 300 });
+      let electedAt = 0;
+      let unelectedAt = 0;
+      a.election.on("elected", () => (electedAt = performance.now()));
+      a.election.on("unelected", () => (unelectedAt = performance.now()));
+      a.election.start();
+      await waitFor("a renewal to be reported", 5_000, () => a.errors.some((e) => e.phase === "renew"));
+      const error = a.errors.find((e) => e.phase === "renew")!;
+      assert.match(error.message, message);
+      const cause = error.cause as etcdLeader.InvalidClaimError;
+      assert.equal(cause.name, "InvalidClaimError");
+      assert.equal(cause.answer, "renewal");
+      // Renewals keep failing the check: none extends the term, which ends at
+      // the claim's send time plus the TTL less the step-down margin.
+      await waitFor("a to step down", 5_000, () => unelectedAt > 0);
+      assert.ok(electedAt > 0, "a was never elected");
+      assert.ok(unelectedAt - electedAt < TTL_MS, `a led for ${Math.round(unelectedAt - electedAt)} ms, beyond the TTL its claim gave`);
+    });
+  }
+});
+
 describe("a join that never settles", () => {
   function hangingJoin(): Backend {
     return {
@@ -306,7 +359,10 @@ describe("leader reports", () => {
 });
 
 describe("the conformance suite's claim cases fail a backend that breaks their rule, naming the field", () => {
-  const broken: Record<string, { breakClaim?: (claim: Claim) => unknown; breakHeld?: (claim: Claim) => unknown; message: RegExp }> = {
+  const broken: Record<
+    string,
+    { breakClaim?: (claim: Claim) => unknown; breakHeld?: (claim: Claim) => unknown; breakRenewal?: (sentAt: number) => unknown; message: RegExp }
+  > = {
     "a claim's membership is an object with a non-empty string id": {
       breakClaim: (claim) => ({ ...claim, membership: { revision: 1 } }),
       message: /the claim's membership\.id is undefined/,
@@ -327,6 +383,10 @@ describe("the conformance suite's claim cases fail a backend that breaks their r
       breakClaim: (claim) => ({ ...claim, sentAt: claim.sentAt - 10 * TTL_MS }),
       message: /the claim's sentAt is \d+ ms ago, at least the ttlMs/,
     },
+    "a renewal answers with nothing, or with a sentAt between the claim's and its own answer": {
+      breakRenewal: () => ({ sentAt: Date.now() }),
+      message: /the renewal's sentAt \(\d+\) is later than now/,
+    },
     "awaitTurn handed a claim resolves with that membership and token": {
       breakHeld: (claim) => ({ ...claim, token: claim.token + 1 }),
       message: /the claim's token is \d+, but the membership awaitTurn was handed carries \d+/,
@@ -339,10 +399,10 @@ describe("the conformance suite's claim cases fail a backend that breaks their r
 
   for (const rule of CLAIM_RULES) {
     it(rule.title, async () => {
-      const { breakClaim = (claim: Claim) => claim, breakHeld, message } = broken[rule.title]!;
+      const { breakClaim = (claim: Claim) => claim, breakHeld, breakRenewal, message } = broken[rule.title]!;
       // The example backend keeps the rule: the case passes on it.
       await rule.check(brokenToy("toy store", (claim) => claim).backend);
-      await assert.rejects(rule.check(brokenToy("toy store", breakClaim, breakHeld).backend), message);
+      await assert.rejects(rule.check(brokenToy("toy store", breakClaim, breakHeld, breakRenewal).backend), message);
     });
   }
 });

@@ -213,6 +213,36 @@ async function natsUsage(kv: KV, nc: NatsConnection): Promise<etcdLeader.Electio
   return election;
 }
 
+/** Many elections on one etcd v3 session. Compiled, never called with a live client. */
+async function sessionUsage(client: unknown): Promise<void> {
+  const options: etcdLeader.SessionOptions = { ttl: 10, refreshInterval: 3_000 };
+  const session: etcdLeader.Session = etcdLeader.session(client, options);
+  const perElection: etcdLeader.SessionElectionOptions = { stepDownMargin: 2_500, retryMaxDelay: 1_000 };
+  const shard = session.election("/jobs/shard-1", "worker-1", perElection);
+  expectType<Equal<typeof shard, etcdLeader.Election>>();
+  shard.on("elected", (token) => expectType<Equal<typeof token, number>>());
+  const done: number = await shard.start().whileLeading(async ({ signal }) => (signal.aborted ? 0 : 1));
+  void done;
+  const lease: string | undefined = session.leaseId;
+  void lease;
+  const closed: Promise<void> = session.close();
+  void closed;
+  {
+    await using scoped = etcdLeader.session(client);
+    scoped.election("/jobs/shard-2", "worker-1").start();
+  }
+  // @ts-expect-error the lease's timing is the session's: an election on it takes no ttl
+  session.election("/jobs/shard-3", "worker-1", { ttl: 5 });
+  // @ts-expect-error nor its own refresh interval
+  session.election("/jobs/shard-3", "worker-1", { refreshInterval: 1_000 });
+  // @ts-expect-error a session has no v2 options: it is etcd v3's
+  etcdLeader.session(client, { v2: { watchRearmInterval: 1_000 } });
+  // @ts-expect-error a session takes its options as an object
+  etcdLeader.session(client, 10);
+  const error: etcdLeader.SessionClosedError = new etcdLeader.SessionClosedError();
+  void error;
+}
+
 describe("types", () => {
   it("the typed names exist at run time, and an election is built without touching etcd", () => {
     assert.equal(typeof etcdLeader, "function");
@@ -220,6 +250,7 @@ describe("types", () => {
     for (const name of [
       "Election", "LeaderObserver", "ElectionError", "MembershipLostError", "RequestTimeoutError", "LeaseExpiredError",
       "LeadershipLostError", "ElectionStoppedError", "MembershipRemovedError", "whoLeads", "etcd3Options",
+      "session", "Session", "SessionClosedError",
     ] as const) {
       assert.equal(typeof etcdLeader[name], "function", name);
     }
@@ -230,6 +261,7 @@ describe("types", () => {
     assert.equal(typeof typicalUsage, "function");
     assert.equal(typeof scopedUsage, "function");
     assert.equal(typeof natsUsage, "function");
+    assert.equal(typeof sessionUsage, "function");
     assert.equal(typeof election[Symbol.asyncDispose], "function");
     assert.equal(election.state, "stopped");
     assert.equal(typeof etcdLeader.channels.renewal, "string");

@@ -146,6 +146,7 @@ export interface EtcdV3Port {
   /**
    * The campaign transaction. Not bounded by a signal: the join bounds the
    * grant and this together (awaitAnswer), and undoes a membership made late.
+   * Rejects with a LeaseNotFoundError when etcd no longer has the lease.
    */
   campaign(request: CampaignRequest): Promise<CampaignAnswer>;
 
@@ -174,6 +175,19 @@ export interface EtcdV3Port {
 
   /** LeaseRevoke of a lease nobody waits on (a membership made after its join gave up): its outcome is only logged. */
   abandonLease(leaseId: string): void;
+}
+
+/**
+ * What the members of an etcd v3 session (session/) ask of etcd besides: they
+ * share one lease, so leaving deletes a member's key rather than revoking it.
+ */
+export interface SessionPort extends EtcdV3Port {
+  /**
+   * Deletes `key`; with `createRevision`, only if the key still has it (etcd's
+   * Resign: Txn If CreateRevision(key) = rev Then Delete(key)). Settles soon
+   * after `signal` aborts.
+   */
+  deleteMember(key: string, createRevision: number | undefined, signal: AbortSignal): Promise<void>;
 }
 
 /**

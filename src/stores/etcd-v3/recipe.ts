@@ -2,11 +2,13 @@
 // so that our members, `etcdctl elect` and Go programs using
 // concurrency.Election share one election.
 //
-//   join      LeaseGrant(ttl), then Txn If CreateRevision(<key>/<lease id in hex>) = 0
+//   join      LeaseGrant(ttl) (or a session's lease: member-lease.ts, session/),
+//             then Txn If CreateRevision(<key>/<lease id in hex>) = 0
 //                                       Then Put(that key, name, lease)
 //                                       Else Get(that key)
 //   renew     one message on the client's shared LeaseKeepAlive stream, and its
 //             answer (src/stores/etcd-v3/etcd3/keepalive-stream.ts); a TTL of 0 means the lease is gone.
+//             (on a session, the session's one keep-alive, shared by its members).
 //             With no watch of our key that etcd confirmed, also Get(our key):
 //             a key deleted while its lease lives is a membership lost
 //   turn      Get(<key>/, oldest create revision first, max create revision = ours,
@@ -24,7 +26,9 @@
 //             deletion, with no deletion of ours before or with it in that
 //             one watch, proves our key outlived it: we lead.
 //   loss      the leader watches its own key for its deletion
-//   leave     LeaseRevoke, which deletes the key
+//   leave     LeaseRevoke, which deletes the key; on a session, whose lease
+//             holds other elections too, Txn If CreateRevision(key) = ours
+//             Then Delete(key) (Resign), and one LeaseRevoke at its close
 //   observe   Get(<key>/, oldest create revision first, limit 1), and if that
 //             key is no member, the keys from it on; then watch <key>/
 //
@@ -72,17 +76,18 @@
 // follower.ts is one wait of waitDeletes, member-keys.ts the key layout. The
 // recipe sees etcd through port.ts only; etcd3/ implements it on the etcd3
 // client.
-import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
+import type { Claim, ElectionBackend, Leader, LeaderListener, Renewed } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
 import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { Follower, type FollowerSetting } from "./follower";
 import { leaderOf, memberOf, type Member } from "./member";
-import { leaseHex, MemberKeys } from "./member-keys";
+import { MemberKeys } from "./member-keys";
+import { OwnLease, type MemberLease } from "./member-lease";
 import { MembershipState, remember, stateOf, type V3Membership } from "./membership";
 import { LineReader } from "./place-in-line";
-import { LeaseNotFoundError, WatchCancelledError, type EtcdV3Port } from "./port";
+import { WatchCancelledError, type EtcdV3Port } from "./port";
 
 export type { V3Membership } from "./membership";
 export { LINE_END_MEMBERS } from "./place-in-line";
@@ -101,9 +106,11 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     /** Where followers arm their watches, one per turn of the event loop. */
     turns: TurnQueue = processTurns,
     /** Whose now() a claim's sentAt is taken from. */
-    private readonly clock: Clock = systemClock,
+    clock: Clock = systemClock,
     /** Where followers draw when to read the oldest end of a long line again (follower.ts). */
     random: () => number = mathRandom,
+    /** Where the member's lease comes from: its own (the default), or an etcd v3 session's. */
+    private readonly lease: MemberLease = new OwnLease(port, ttlSeconds, clock),
   ) {
     this.description = `etcd v3 ${key}`;
     this.keys = new MemberKeys(key);
@@ -117,22 +124,16 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     // line until its TTL ran out: give it up as soon as it exists.
     campaign.then(
       ({ membership }) => {
-        if (signal.aborted) this.port.abandonLease(membership.leaseId);
+        if (signal.aborted) this.lease.abandon({ id: membership.leaseId, ttlSeconds: this.ttlSeconds }, membership.id);
       },
       () => undefined,
     );
     return this.port.awaitAnswer("join", campaign, signal);
   }
 
-  /** session.go's lease, then Campaign's transaction. */
+  /** session.go's lease (or a session's), then Campaign's transaction. */
   private async campaign(): Promise<Claim<V3Membership>> {
-    // The lease's time to live runs from when etcd grants it.
-    const sentAt = this.clock.now();
-    // No automatic keep-alive: the state machine renews, on its own schedule.
-    const lease = await this.port.grantLease(this.ttlSeconds);
-    if (lease.ttlSeconds !== this.ttlSeconds) {
-      log.v3("asked for a %d s lease, etcd granted %s s", this.ttlSeconds, lease.ttlSeconds);
-    }
+    const { lease, sentAt } = await this.lease.acquire();
     const key = this.keys.keyOf(lease.id);
     try {
       const txn = await this.port.campaign({ key, value: this.name, leaseId: lease.id });
@@ -143,12 +144,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       remember(membership, new MembershipState(txn.revision));
       return { membership, token, sentAt, ttlMs: lease.ttlSeconds * 1000 };
     } catch (err) {
-      this.port.abandonLease(lease.id);
+      this.lease.abandon(lease, key, err);
       throw err;
     }
   }
 
-  async renew(membership: V3Membership, signal: AbortSignal): Promise<void> {
+  async renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void> {
     // A keep-alive renews the lease, not the key, which can be deleted while
     // its lease lives. A watch of the key that etcd has confirmed reports a
     // deletion within a delivery; without one (a term just begun, etcd
@@ -157,21 +158,15 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     const state = stateOf(membership);
     const reading = state.keyWatched ? undefined : this.port.range({ key: membership.id }, "read membership", signal);
     reading?.catch(() => undefined);
-    let ttl: number;
-    try {
-      ttl = await this.port.keepAlive(membership.leaseId, signal);
-    } catch (err) {
-      if (err instanceof LeaseNotFoundError) throw lostLease(membership, err.cause);
-      throw err;
-    }
-    if (!(ttl > 0)) throw lostLease(membership);
-    if (!reading) return;
+    const renewed = await this.lease.keepAlive(membership, signal);
+    if (!reading) return renewed;
     const answer = await reading;
     const kv = answer.kvs[0];
     if (!kv || kv.createRevision !== membership.token) {
       throw new MembershipLostError(`membership ${membership.id} was deleted while its lease lived`);
     }
     state.knownAliveAt = Math.max(state.knownAliveAt, answer.revision);
+    return renewed;
   }
 
   async awaitTurn(
@@ -235,9 +230,9 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     }
   }
 
-  /** Resign, as a session's close does it: revoking the lease deletes the key. */
+  /** Resign: the member's own lease is revoked, a session's member key deleted (member-lease.ts). */
   leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
-    return this.port.revokeLease(membership.leaseId, signal);
+    return this.lease.leave(membership, signal);
   }
 
   /** Observe: the leader, then every change of it, from one watch of the prefix. */
@@ -298,9 +293,3 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 /** Math.random, looked up when drawn. */
 const mathRandom = (): number => Math.random();
 
-function lostLease(membership: V3Membership, cause?: unknown): MembershipLostError {
-  return new MembershipLostError(
-    `lease ${leaseHex(membership.leaseId)} of ${membership.id} has expired or was revoked`,
-    cause === undefined ? undefined : { cause },
-  );
-}

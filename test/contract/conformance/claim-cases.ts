@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { Claim, ElectionBackend } from "../../../src/contract/backend";
-import { heldClaimProblem, newClaimProblem } from "../../../src/contract/answers";
+import { heldClaimProblem, newClaimProblem, renewalSentAt } from "../../../src/contract/answers";
 import { LIVENESS_MS, noLeader, type Harness } from "./harness";
 
 export interface ClaimRule {
@@ -89,6 +89,16 @@ export const CLAIM_RULES: readonly ClaimRule[] = [
   {
     title: "a new claim passes the checks the election makes before it leads on it",
     check: (backend) => withNewClaim(backend, ({ claim }) => assertNoProblem(newClaimProblem(claim, performance.now()))),
+  },
+  {
+    title: "a renewal answers with nothing, or with a sentAt between the claim's and its own answer",
+    check: (backend) =>
+      withNewClaim(backend, async ({ claim }) => {
+        const calledAt = performance.now();
+        const answer = await backend.renew(claim.membership, AbortSignal.timeout(LIVENESS_MS));
+        const renewed = renewalSentAt(answer, calledAt, performance.now(), claim.sentAt);
+        if ("problem" in renewed) assert.fail(`the renewal's ${renewed.field} ${renewed.problem}`);
+      }),
   },
   {
     title: "awaitTurn handed a claim resolves with that membership and token",

@@ -27,7 +27,7 @@ import { Etcd3KeyValue } from "./key-value";
 import { guardWatchManager } from "./watch-guard";
 
 /** What the v3 backend needs of an etcd3 client. */
-export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "if" | "watch" | "leaseClient">;
+export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "delete" | "if" | "watch" | "leaseClient">;
 
 export function isEtcd3Client(client: unknown): client is Etcd3Client {
   if (typeof client !== "object" || client === null) return false;

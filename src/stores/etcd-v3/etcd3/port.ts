@@ -12,6 +12,7 @@ import {
   type CampaignAnswer,
   type CampaignRequest,
   type EtcdV3Port,
+  type SessionPort,
   type GrantedLease,
   type RangeAnswer,
   type RangeRequest,
@@ -31,7 +32,7 @@ export function etcd3Port(client: Etcd3Client): Etcd3Port {
   return port;
 }
 
-export class Etcd3Port implements EtcdV3Port {
+export class Etcd3Port implements EtcdV3Port, SessionPort {
   private readonly advisor: Etcd3Advisor;
   private readonly keepAliveStream: SharedKeepAliveStream;
 
@@ -52,7 +53,23 @@ export class Etcd3Port implements EtcdV3Port {
       .then(this.client.put(key).value(value).lease(leaseId))
       .else(this.client.get(key))
       .commit()
-      .then((txn) => campaignAnswer(txn));
+      .then(
+        (txn) => campaignAnswer(txn),
+        (err: unknown) => {
+          // A put on a lease etcd no longer has: a session's lease that was
+          // revoked or expired since it was last confirmed.
+          if (isLeaseNotFound(err)) throw new LeaseNotFoundError(leaseId, { cause: err });
+          throw err;
+        },
+      );
+  }
+
+  deleteMember(key: string, createRevision: number | undefined, signal: AbortSignal): Promise<void> {
+    const deleting: Promise<unknown> =
+      createRevision === undefined
+        ? this.client.delete().key(key).exec()
+        : this.client.if(key, "Create", "==", createRevision).then(this.client.delete().key(key)).commit();
+    return this.advisor.follow(etcd3Call("delete member", deleting, signal)).then(() => undefined);
   }
 
   awaitAnswer<T>(operation: string, answer: Promise<T>, signal: AbortSignal): Promise<T> {

@@ -1,0 +1,261 @@
+// One lease shared by many elections, as etcd's concurrency.Session
+// (client/v3/concurrency/session.go) owns one for every Election made on it:
+// each member key `<key>/<lease id in hex>` is attached to it, one
+// LeaseKeepAlive keeps them all, and one LeaseRevoke deletes them all.
+//
+// The safety of every term on the session rests on one number: the send time
+// of the newest keep-alive (or the grant) that etcd confirmed. etcd applied it
+// after it was sent, so the lease, and every key on it, lives at least until
+// that time plus the TTL; every election's deadline counts from it (each
+// member's renewal answers with it, src/contract/backend.ts `Renewed`).
+//
+// Coalescing: members renew on their own schedules (src/election/renewal.ts),
+// but a renewal asked for while the last confirmed keep-alive is younger than
+// the refresh interval answers with that one at once, and one asked for while
+// a keep-alive is on its way waits for it. Each member schedules its next
+// renewal a refresh interval after the send time it was answered with, so all
+// of them fall due together, when the session's keep-alive is due: one
+// keep-alive per refresh interval for the whole session, whatever the number
+// of elections.
+//
+// A lease that etcd no longer has (a keep-alive answered with TTL 0 or "lease
+// not found", a put refused for it) is dropped: every renewal on it then
+// fails with MembershipLostError, its members step down and join again, and
+// the first join grants a new lease (new keys, new fencing tokens).
+import { MembershipLostError } from "../../../contract/errors";
+import { deadline, untilAborted } from "../../../util/abort";
+import type { Clock } from "../../../util/clock";
+import { log } from "../../../util/log";
+import type { LeaseForKey } from "../member-lease";
+import { leaseHex } from "../member-keys";
+import { LeaseNotFoundError, type GrantedLease, type SessionPort } from "../port";
+
+/** The timing the session keeps its lease on. */
+export interface LeaseTiming {
+  readonly ttlSeconds: number;
+  /** A keep-alive is sent once the last confirmed one is this old (ms). */
+  readonly refreshInterval: number;
+  /** How long one grant or keep-alive may take (ms). */
+  readonly requestTimeout: number;
+}
+
+interface HeldLease {
+  readonly granted: GrantedLease;
+  /** When the newest grant or keep-alive of it that etcd confirmed was sent. */
+  confirmedSentAt: number;
+}
+
+/** A keep-alive on its way: when it was sent, and its outcome (the send time once confirmed). */
+interface KeepAlive {
+  readonly leaseId: string;
+  readonly done: Promise<number>;
+}
+
+/** etcd's session closed: no election can be held on it any more. */
+export class SessionClosedError extends Error {
+  override readonly name = "SessionClosedError";
+  constructor() {
+    super("the etcd session is closed");
+  }
+}
+
+/** Member keys being deleted, by election key: the next campaign at that key waits for its deletion. */
+export class Departures {
+  private readonly pending = new Map<string, Promise<unknown>>();
+
+  /** `deletion` of the member key at `electionKey` is on its way; resolves and rejects as it does. */
+  add(electionKey: string, deletion: Promise<void>): Promise<void> {
+    const settled = deletion.catch(() => undefined);
+    this.pending.set(electionKey, settled);
+    void settled.then(() => {
+      if (this.pending.get(electionKey) === settled) this.pending.delete(electionKey);
+    });
+    return deletion;
+  }
+
+  /** Resolves once no deletion at `electionKey` is on its way. */
+  async settled(electionKey: string): Promise<void> {
+    for (let pending = this.pending.get(electionKey); pending; pending = this.pending.get(electionKey)) await pending;
+  }
+}
+
+export class LeaseSession {
+  readonly departures = new Departures();
+  private held: HeldLease | undefined;
+  private granting: Promise<HeldLease> | undefined;
+  private keepingAlive: KeepAlive | undefined;
+  private closed = false;
+  /** The revoke close() sent; what members leaving meanwhile wait for. */
+  private revoking: Promise<void> | undefined;
+
+  constructor(
+    readonly port: SessionPort,
+    private readonly timing: LeaseTiming,
+    private readonly clock: Clock,
+  ) {}
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** The lease now, if any: for tests and diagnostics. */
+  get leaseId(): string | undefined {
+    return this.held?.granted.id;
+  }
+
+  /**
+   * A lease to attach a new key to, confirmed within the refresh interval:
+   * the one held, kept alive first if its last confirmation is older, or a
+   * new one if etcd has lost it (or none was granted yet).
+   */
+  async acquire(): Promise<LeaseForKey> {
+    for (;;) {
+      if (this.closed) throw new SessionClosedError();
+      const held = this.held ?? (await this.grant());
+      if (this.held !== held) continue;
+      if (this.clock.now() - held.confirmedSentAt < this.timing.refreshInterval) {
+        return { lease: held.granted, sentAt: held.confirmedSentAt };
+      }
+      // A keep-alive that fails for another reason than a lost lease fails the join: it is retried.
+      await this.keepAlive(held);
+    }
+  }
+
+  /**
+   * Renews lease `leaseId` for one member: resolves with the send time of a
+   * keep-alive that etcd confirmed, the last one if it is recent enough, else
+   * the one on its way or a new one. Throws MembershipLostError if the lease
+   * is not the session's any more.
+   */
+  async renew(leaseId: string, signal: AbortSignal): Promise<number> {
+    const held = this.held;
+    if (this.closed) throw new SessionClosedError();
+    if (held?.granted.id !== leaseId) throw lost(leaseId);
+    const inFlight = this.keepingAlive;
+    if (!inFlight && this.clock.now() - held.confirmedSentAt < this.timing.refreshInterval) return held.confirmedSentAt;
+    return untilAborted("keep-alive", inFlight?.leaseId === leaseId ? inFlight.done : this.keepAlive(held), signal);
+  }
+
+  /** etcd refused a put on `leaseId` for want of the lease: drop it, so that the next join gets a new one. */
+  leaseNotFound(leaseId: string, cause?: unknown): void {
+    if (this.held?.granted.id !== leaseId) return;
+    log.v3("session lease %s is gone: %s", leaseHex(leaseId), (cause as Error | undefined)?.message ?? "not found");
+    this.held = undefined;
+    // Stops counting it among the keep-alive stream's leases; the revoke of a lease already gone does nothing.
+    this.port.abandonLease(leaseId);
+  }
+
+  /**
+   * Closes the session: revokes its lease, which deletes every key on it at
+   * once. `beforeRevoke` runs first, once the session counts as closing (the
+   * members step down there, and leaving they wait for the revoke instead of
+   * deleting their keys one by one). Resolves when etcd answered, or the
+   * request timed out (the keys then expire with the lease). Never rejects.
+   */
+  close(beforeRevoke: () => void = () => undefined): Promise<void> {
+    if (this.revoking) return this.revoking;
+    this.closed = true;
+    let go!: () => void;
+    this.revoking = new Promise<void>((resolve) => (go = resolve)).then(() => this.revoke());
+    try {
+      beforeRevoke();
+    } finally {
+      go();
+    }
+    return this.revoking;
+  }
+
+  /** What a member leaving while the session closes waits for instead of deleting its key. */
+  get closing(): Promise<void> | undefined {
+    return this.revoking;
+  }
+
+  private async revoke(): Promise<void> {
+    const granting = this.granting;
+    if (granting) await granting.catch(() => undefined);
+    const held = this.held;
+    this.held = undefined;
+    if (!held) return;
+    const bound = deadline(this.timing.requestTimeout, this.clock);
+    try {
+      await this.port.revokeLease(held.granted.id, bound.signal);
+      log.v3("session closed: revoked lease %s", leaseHex(held.granted.id));
+    } catch (err) {
+      log.v3("session closed, but the revoke of lease %s failed (%s): its keys expire with it", leaseHex(held.granted.id), (err as Error).message);
+    } finally {
+      bound.clear();
+    }
+  }
+
+  /** One grant at a time, whoever asks. */
+  private grant(): Promise<HeldLease> {
+    this.granting ??= this.grantOnce().finally(() => (this.granting = undefined));
+    return this.granting;
+  }
+
+  private async grantOnce(): Promise<HeldLease> {
+    // The lease's time to live runs from when etcd grants it.
+    const sentAt = this.clock.now();
+    const bound = deadline(this.timing.requestTimeout, this.clock);
+    let granted: GrantedLease;
+    try {
+      granted = await this.port.awaitAnswer("grant session lease", this.port.grantLease(this.timing.ttlSeconds), bound.signal);
+    } finally {
+      bound.clear();
+    }
+    if (this.closed) {
+      // close() came while the grant was on its way: nothing may live on it.
+      this.port.abandonLease(granted.id);
+      throw new SessionClosedError();
+    }
+    if (granted.ttlSeconds !== this.timing.ttlSeconds) {
+      log.v3("asked for a %d s session lease, etcd granted %s s", this.timing.ttlSeconds, granted.ttlSeconds);
+    }
+    log.v3("session lease %s granted", leaseHex(granted.id));
+    this.held = { granted, confirmedSentAt: sentAt };
+    return this.held;
+  }
+
+  /** One keep-alive of `held`, shared by every member that asks while it is on its way. */
+  private keepAlive(held: HeldLease): Promise<number> {
+    const leaseId = held.granted.id;
+    const done = this.sendKeepAlive(held).finally(() => {
+      if (this.keepingAlive?.done === done) this.keepingAlive = undefined;
+    });
+    this.keepingAlive = { leaseId, done };
+    done.catch(() => undefined);
+    return done;
+  }
+
+  private async sendKeepAlive(held: HeldLease): Promise<number> {
+    const leaseId = held.granted.id;
+    const sentAt = this.clock.now();
+    // The session's own bound: a member that stops waiting leaves it to the others.
+    const bound = deadline(this.timing.requestTimeout, this.clock);
+    let ttl: number;
+    try {
+      ttl = await this.port.keepAlive(leaseId, bound.signal);
+    } catch (err) {
+      if (err instanceof LeaseNotFoundError) {
+        this.leaseNotFound(leaseId, err);
+        throw lost(leaseId, err);
+      }
+      throw err;
+    } finally {
+      bound.clear();
+    }
+    if (!(ttl > 0)) {
+      this.leaseNotFound(leaseId);
+      throw lost(leaseId);
+    }
+    held.confirmedSentAt = Math.max(held.confirmedSentAt, sentAt);
+    return sentAt;
+  }
+}
+
+function lost(leaseId: string, cause?: unknown): MembershipLostError {
+  return new MembershipLostError(
+    `the session's lease ${leaseHex(leaseId)} has expired or was revoked`,
+    cause === undefined ? undefined : { cause },
+  );
+}

@@ -1,0 +1,48 @@
+// The lease of one election's member on an etcd v3 session: the session's
+// (lease-session.ts). Renewing is the session's shared keep-alive, answered
+// with its send time; leaving deletes the member's key only (etcd's Resign),
+// since the lease holds the session's other elections too; and while the
+// session closes, leaving is the session's one LeaseRevoke.
+import type { Renewed } from "../../../contract/backend";
+import type { LeaseForKey, MemberLease } from "../member-lease";
+import type { V3Membership } from "../membership";
+import { LeaseNotFoundError, type GrantedLease } from "../port";
+import type { LeaseSession } from "./lease-session";
+
+export class SessionMemberLease implements MemberLease {
+  constructor(
+    private readonly session: LeaseSession,
+    /** The election's key: its member key on the session is always `<key>/<lease id>`. */
+    private readonly electionKey: string,
+    /** How long the deletion of an abandoned key may take (ms). */
+    private readonly requestTimeout: number,
+  ) {}
+
+  async acquire(): Promise<LeaseForKey> {
+    // The member key's name is the lease's: a deletion of it still on its
+    // way (an earlier member at this key leaving, a failed campaign undone)
+    // would take the key this campaign is about to create, or find it.
+    await this.session.departures.settled(this.electionKey);
+    return this.session.acquire();
+  }
+
+  async keepAlive(membership: V3Membership, signal: AbortSignal): Promise<Renewed> {
+    return { sentAt: await this.session.renew(membership.leaseId, signal) };
+  }
+
+  leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
+    const closing = this.session.closing;
+    if (closing) return closing;
+    if (this.session.leaseId !== membership.leaseId) return Promise.resolve(); // gone with its lease
+    return this.session.departures.add(this.electionKey, this.session.port.deleteMember(membership.id, membership.token, signal));
+  }
+
+  abandon(lease: GrantedLease, key: string, cause?: unknown): void {
+    if (cause instanceof LeaseNotFoundError) return this.session.leaseNotFound(lease.id, cause);
+    if (this.session.closing || this.session.leaseId !== lease.id) return;
+    // The campaign may have created the key, or not (its answer was lost):
+    // only our lease's member can have this key's name, so delete it whatever its revision.
+    const removal = AbortSignal.timeout(this.requestTimeout);
+    this.session.departures.add(this.electionKey, this.session.port.deleteMember(key, undefined, removal)).catch(() => undefined);
+  }
+}
