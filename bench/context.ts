@@ -2,6 +2,7 @@
 import type { Etcd3 } from "etcd3";
 import type { CountingProxy } from "../test/kit/counting-proxy";
 import type { OverloadCase } from "./scenarios/overload";
+import type { SessionsCase } from "./scenarios/sessions";
 import type { SubjectInfo } from "./subjects/types";
 import { now } from "./util";
 
@@ -39,6 +40,8 @@ export interface Params {
    * marked `peers`, and only in a full run.
    */
   overload: Array<OverloadCase & { peers?: boolean }>;
+  /** Many elections on one etcd v3 session per process (bench/scenarios/sessions.ts). */
+  sessions: SessionsCase;
   crash: { trials: number; budgetS: number };
   partition: { trials: number; budgetS: number };
 }
@@ -56,6 +59,7 @@ export function paramsFor(quick: boolean): Params {
           { n: 1000, processes: 1, ttl: 10, stayS: 0, convergeTimeoutS: 60 },
           { n: 5000, processes: 5, ttl: 10, stayS: 5, convergeTimeoutS: 180 },
         ],
+        sessions: { elections: 1000, processes: 3, ttl: 10, windowS: 10, changeWindowS: 3 },
         crash: { trials: 3, budgetS: 30 },
         partition: { trials: 2, budgetS: 30 },
       }
@@ -77,6 +81,7 @@ export function paramsFor(quick: boolean): Params {
           { n: 1000, processes: 1, ttl: 10, stayS: 0, convergeTimeoutS: 60 },
           { n: 5000, processes: 5, ttl: 10, stayS: 10, convergeTimeoutS: 180 },
         ],
+        sessions: { elections: 10_000, processes: 3, ttl: 10, windowS: 20, changeWindowS: 3 },
         // At least 40, so that medians a few tens of milliseconds apart can be told apart.
         crash: { trials: 40, budgetS: 300 },
         partition: { trials: 6, budgetS: 150 },

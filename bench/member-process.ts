@@ -22,6 +22,7 @@
 //   {"op":"calls"}                                 etcd3 KV range calls made so far, by kind
 //   {"op":"cpu"}                                   CPU time this process has used (ms)
 //   {"op":"running"}                               each member's isRunning() and isLeader()
+//   {"op":"release"}                               closes what the members share (a session: one revoke for all); `at` is when
 //   {"op":"exit"}
 // Output, one JSON object per line on stdout:
 //   {"type":"ready","at"}                            once, when commands are taken
@@ -224,6 +225,11 @@ async function handle(command: CommandLine): Promise<object> {
         state[name] = { running: hosted.member.isRunning(), leader: hosted.member.isLeader() };
       }
       return { state };
+    }
+    case "release": {
+      const t = now();
+      await withDeadline(ensureRuntime().close(), 15_000, "closing the shared client");
+      return { at: t };
     }
     case "exit":
       shutdown(0);

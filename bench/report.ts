@@ -179,6 +179,30 @@ function overload(results: BenchResults): string[] {
   ];
 }
 
+function sessions(results: BenchResults): string[] {
+  const runs = results.sessions ?? [];
+  if (!runs.length) return [];
+  const ms = (s: { n: number; median: number; max: number } | undefined) => (s && s.n ? `${num(s.median, 0)} / ${num(s.max, 0)} ms` : "");
+  const rows: Cell[][] = runs.map((r) => [
+    r.elections, r.processes, r.ttl,
+    num(r.settledMs === undefined ? undefined : r.settledMs / 1000, 2),
+    num(r.idle?.requestsPerProcessPerRefresh, 2),
+    r.heapPerElectionKiB ? `${num(r.heapPerElectionKiB.leading, 2)} / ${num(r.heapPerElectionKiB.following, 2)}` : "",
+    r.change ? `${num(r.change.failoverMs, 1)} ms, +${num(r.change.excessRequests, 1)}` : "",
+    ms(r.cleanClose?.ms), ms(r.crash?.ms), r.overlaps, r.errors,
+    r.failures.length ? r.failures.join("; ").slice(0, 100) : "",
+  ]);
+  return [
+    "3d. Many elections, one etcd v3 session per process: each election has one member in each process; settled = every",
+    "    election led by the first process and named by the others; idle = etcd's requests per process per refresh",
+    "    interval; a change in one election: stop → next elected, and requests beyond the idle rate; then the leading",
+    "    process closes its session, then the one leading most is SIGKILLed: per election, the time to a new leader",
+    table(["elections", "processes", "TTL s", "settled s", "idle req/proc/refresh", "heap KiB/election lead / follow",
+      "one change", "clean close median / max", "SIGKILL median / max", "two leaders", "errors", "problems"], rows),
+    "",
+  ];
+}
+
 function changeCost(results: BenchResults): string[] {
   const runs = results.scale.runs;
   if (!runs.length) return [];
@@ -354,6 +378,7 @@ export function render(results: BenchResults): string {
     ...idle(results),
     ...natsIdle(results),
     ...overload(results),
+    ...sessions(results),
     ...changeCost(results),
     ...propagation(results),
     ...coldStart(results),

@@ -6,11 +6,12 @@ import type { CrashResult } from "./scenarios/crash";
 import type { GracefulResult } from "./scenarios/graceful";
 import type { NatsIdleRun } from "./scenarios/nats-idle";
 import type { OverloadRun } from "./scenarios/overload";
+import type { SessionsRun } from "./scenarios/sessions";
 import type { PartitionResult } from "./scenarios/partition";
 import type { ScaleRun } from "./scenarios/scale";
 import { SUBJECTS } from "./subjects/info";
 
-export const SCENARIOS = ["graceful", "cold", "scale", "overload", "crash", "partition"] as const;
+export const SCENARIOS = ["graceful", "cold", "scale", "overload", "sessions", "crash", "partition"] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchResults {
@@ -34,6 +35,8 @@ export interface BenchResults {
   natsIdle: NatsIdleRun[];
   /** Results from before overload was measured lack it. */
   overload?: OverloadRun[];
+  /** Results from before sessions were measured lack it. */
+  sessions?: SessionsRun[];
   crash: CrashResult[];
   partition: PartitionResult[];
   targets: TargetLine[];
@@ -49,8 +52,10 @@ export function partialArgs(results: BenchResults): string[] {
   const args: string[] = [];
   if (results.meta.quick) args.push("--quick");
   const scenarios = results.meta.scenarios;
-  // A run from before the overload scenario existed (no `overload` figures at all) left nothing out by not running it.
-  const known = SCENARIOS.filter((s) => s !== "overload" || results.overload !== undefined);
+  // A run from before a scenario existed (no figures of it at all, not even none) left nothing out by not running it.
+  const known = SCENARIOS.filter(
+    (s) => (s !== "overload" || results.overload !== undefined) && (s !== "sessions" || results.sessions !== undefined),
+  );
   if (scenarios && known.some((s) => !scenarios.includes(s))) args.push(`--only=${scenarios.join(",")}`);
   const subjects = results.meta.subjects;
   if (subjects && SUBJECTS.some((s) => !subjects.includes(s.id))) args.push(`--subjects=${subjects.join(",")}`);

@@ -15,7 +15,7 @@
 //
 // Options:
 //   --quick                 fewer trials, N up to 100 in the scale scenario, shorter overload windows (under 6 minutes)
-//   --only=a,b              scenarios: graceful, cold, scale, overload, crash, partition
+//   --only=a,b              scenarios: graceful, cold, scale, overload, sessions, crash, partition
 //   --subjects=a,b          ours-v2, ours-v3, ours-nats, original, etcd3-election
 //
 // Every wait has a deadline, and a watchdog ends the run if the whole takes
@@ -43,6 +43,7 @@ import { runGraceful } from "./scenarios/graceful";
 import { preparePartition, runPartition } from "./scenarios/partition";
 import { runNatsIdle } from "./scenarios/nats-idle";
 import { runOverload } from "./scenarios/overload";
+import { runSessions } from "./scenarios/sessions";
 import { measureBaseline, runScale, spawnScaleHost } from "./scenarios/scale";
 import { SUBJECTS } from "./subjects/info";
 import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
@@ -73,7 +74,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: Set<Scenario>; subje
 }
 
 function usage(problem: string): never {
-  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,overload,crash,partition] [--subjects=ours-v2,...]\n`);
+  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,overload,sessions,crash,partition] [--subjects=ours-v2,...]\n`);
   process.exit(2);
 }
 
@@ -198,6 +199,7 @@ async function main(): Promise<void> {
     scale: { runs: [] },
     natsIdle: [],
     overload: [],
+    sessions: [],
     crash: [],
     partition: [],
     targets: [],
@@ -261,6 +263,12 @@ async function main(): Promise<void> {
         }
       }
       loadSince("overload");
+    }
+    if (args.only.has("sessions") && subjects.some((s) => s.id === "ours-v3")) {
+      const c = params.sessions;
+      log(`sessions: ${c.elections} elections, one member each in ${c.processes} processes, one session per process, TTL ${c.ttl} s`);
+      results.sessions!.push(await runSessions(ctx, c));
+      loadSince("sessions");
     }
     // Crash and partition trials of every subject run at the same time: each
     // is timed in seconds by the TTL, and every process they need is started

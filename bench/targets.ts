@@ -237,6 +237,43 @@ export function checkTargets(results: BenchResults): TargetLine[] {
     }
   }
 
+  // 5g. Many elections on one session per process (etcd v3).
+  for (const run of results.sessions ?? []) {
+    const where = `${run.elections} elections × ${run.processes} processes, one session each, TTL ${run.ttl} s`;
+    const problems = run.failures.length ? `; ${run.failures.join("; ").slice(0, 200)}` : "";
+    const ok = run.failures.length === 0;
+    const idle = run.idle?.requestsPerProcessPerRefresh ?? NaN;
+    add(ok && idle <= 1.1,
+      `sessions, ${where}: idle, etcd received ${f(idle, 2)} requests per process per refresh interval ` +
+        `(${f(run.idle?.keepAlivesPerProcessPerRefresh ?? NaN, 2)} of them keep-alives; target ≤ 1.1)${problems}`);
+    const heap = run.heapPerElectionKiB;
+    add(ok && heap !== undefined && Math.max(heap.leading, heap.following) <= 5,
+      `sessions, ${where}: heap per election ${f(heap?.leading ?? NaN, 2)} KiB in the leading process, ` +
+        `${f(heap?.following ?? NaN, 2)} KiB in a following one (target ≤ 5 KiB)`);
+    const change = run.change;
+    // The election's own: the stop's deletion, the new leader's watch of its key, the other follower's new
+    // watch and reads; none of the other elections' members sends anything (nor does the session).
+    const byMethod = Object.entries(change?.excessByMethod ?? {}).map(([m, v]) => `${m} ${v}`).join(", ");
+    add(ok && change !== undefined && change.excessRequests <= 10,
+      `sessions, ${where}: a change of leader in one election (stop → next elected ${f(change?.failoverMs ?? NaN)} ms) cost ` +
+        `${f(change?.excessRequests ?? NaN, 1)} requests beyond the idle rate in the ${run.changeWindowS} s after (${byMethod || "none"}), ` +
+        `whatever the number of elections (target ≤ 10: that election's own)`);
+    const clean = run.cleanClose;
+    add(ok && clean !== undefined && clean.leaderless === 0 && clean.ms.n > 0 && clean.ms.max <= 250,
+      `sessions, ${where}: the leading process closed its session: ${clean?.elections ?? 0} elections each had a new leader ` +
+        `within a median ${f(clean?.ms.median ?? NaN)} ms, max ${f(clean?.ms.max ?? NaN)} ms` +
+        `${clean?.leaderless ? `, ${clean.leaderless} without one` : ""} (target every election, ≤ 250 ms)`);
+    const crash = run.crash;
+    const crashLimit = run.ttl * 1000 + 1000;
+    add(ok && crash !== undefined && crash.leaderless === 0 && crash.ms.n > 0 && crash.ms.max <= crashLimit,
+      `sessions, ${where}: SIGKILL of the process leading ${crash?.elections ?? 0} elections: each had a new leader within ` +
+        `a median ${f((crash?.ms.median ?? NaN) / 1000, 2)} s, max ${f((crash?.ms.max ?? NaN) / 1000, 2)} s` +
+        `${crash?.leaderless ? `, ${crash.leaderless} without one` : ""} (target every election, ≤ TTL + 1 s = ${f(crashLimit / 1000, 1)} s)`);
+    add(ok && run.overlaps === 0,
+      `sessions, ${where}: ${run.overlaps} instants with two leaders of one election; every election settled ` +
+        `${f((run.settledMs ?? NaN) / 1000, 2)} s after the first process started; ${run.errors} error events (target 0 instants)`);
+  }
+
   // 6. Safety: zero instants with two leaders, every scenario.
   for (const o of ours) {
     const { instants, trials, longestMs } = safetyTotal(results, o.id);

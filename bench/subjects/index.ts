@@ -12,6 +12,8 @@ export function loadSubject(id: SubjectId): Subject {
       return (require("./ours-nats") as typeof import("./ours-nats")).oursNats;
     case "original":
       return (require("./original") as typeof import("./original")).original;
+    case "ours-v3-session":
+      return (require("./ours-v3-session") as typeof import("./ours-v3-session")).oursV3Session;
     case "etcd3-election":
       return (require("./etcd3-election") as typeof import("./etcd3-election")).etcd3Election;
   }

@@ -64,7 +64,19 @@ export const SUBJECTS: readonly SubjectInfo[] = [
 ];
 
 export function subjectInfo(id: SubjectId): SubjectInfo {
-  const subject = SUBJECTS.find((s) => s.id === id);
+  const subject = SUBJECTS.find((s) => s.id === id) ?? (id === SESSION_SUBJECT.id ? SESSION_SUBJECT : undefined);
   if (!subject) throw new Error(`unknown subject ${id}`);
   return subject;
 }
+
+/** Elections on one etcd v3 session per process: the sessions scenario's, not a side-by-side subject. */
+export const SESSION_SUBJECT: SubjectInfo = {
+  id: "ours-v3-session",
+  label: "etcd-leader v3, one session per process",
+  api: "v3",
+  ours: true,
+  electionKey: (scope) => `bench/ours-v3-session/${scope}`,
+  storePrefix: (key) => `${key}/`,
+  // One keep-alive per refresh interval (TTL/2) for the whole session.
+  renewalsPerTtl: 2,
+};

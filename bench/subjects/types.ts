@@ -2,7 +2,7 @@
 // members that start, stop, say whether they believe they lead, and report
 // elected / unelected / leader / error events.
 
-export type SubjectId = "ours-v2" | "ours-v3" | "ours-nats" | "original" | "etcd3-election";
+export type SubjectId = "ours-v2" | "ours-v3" | "ours-nats" | "original" | "etcd3-election" | "ours-v3-session";
 
 export interface SubjectInfo {
   readonly id: SubjectId;
