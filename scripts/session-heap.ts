@@ -12,6 +12,7 @@
 // --followers: a second session (not counted) leads every key first, so the
 // measured elections follow instead (a follower watches more than a leader).
 // --own-leases: plain elections, each with a lease of its own, for comparison.
+// --all-at-once: start every election in the same moment, not in batches.
 import { Etcd3 } from "etcd3";
 import type etcdLeaderType = require("../src/index");
 import { startEtcd } from "../test/kit/etcd-server";
@@ -20,7 +21,7 @@ import { waitFor } from "../test/kit/waiting";
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const etcdLeader = require("../dist/cjs/index.js") as typeof etcdLeaderType;
 const count = Number(process.argv[2] ?? 1_000);
-const START_BATCH = 500;
+const START_BATCH = process.argv.includes("--all-at-once") ? Infinity : 500;
 const followers = process.argv.includes("--followers");
 const ownLeases = process.argv.includes("--own-leases");
 const gc = (globalThis as { gc?: () => void }).gc;

@@ -115,7 +115,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
-    const campaign = this.campaign();
+    const campaign = this.campaign(signal);
     // A membership created after we stopped waiting would hold a place in
     // line until its TTL ran out: give it up as soon as it exists.
     campaign.then(
@@ -128,8 +128,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   /** session.go's lease (or a session's), then Campaign's transaction, which also reads the line. */
-  private async campaign(): Promise<Claim<V3Membership>> {
-    const { lease, sentAt } = await this.lease.acquire();
+  private async campaign(signal: AbortSignal): Promise<Claim<V3Membership>> {
+    const { lease, sentAt, campaigned } = await this.lease.acquire(signal);
     const key = this.keys.keyOf(lease.id);
     try {
       // The same transaction reads both ends of the line, at the revision of
@@ -147,6 +147,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     } catch (err) {
       this.lease.abandon(lease, key, err);
       throw err;
+    } finally {
+      campaigned?.();
     }
   }
 

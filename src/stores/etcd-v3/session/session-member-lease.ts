@@ -18,12 +18,26 @@ export class SessionMemberLease implements MemberLease {
     private readonly requestTimeout: number,
   ) {}
 
-  async acquire(): Promise<LeaseForKey> {
+  async acquire(signal: AbortSignal): Promise<LeaseForKey> {
     // The member key's name is the lease's: a deletion of it still on its
     // way (an earlier member at this key leaving, a failed campaign undone)
     // would take the key this campaign is about to create, or find it.
     await this.session.departures.settled(this.electionKey);
-    return this.session.acquire();
+    const leave = await this.session.joins.enter(signal);
+    // The place is given back when the campaign has its answer, or when the
+    // join stops waiting for it: a transaction that hangs (a connection gone
+    // silent) must not hold it for good.
+    const campaigned = () => {
+      signal.removeEventListener("abort", campaigned);
+      leave();
+    };
+    signal.addEventListener("abort", campaigned, { once: true });
+    try {
+      return { ...(await this.session.acquire()), campaigned };
+    } catch (err) {
+      campaigned();
+      throw err;
+    }
   }
 
   async keepAlive(membership: V3Membership, signal: AbortSignal): Promise<Renewed> {
