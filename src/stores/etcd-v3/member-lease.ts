@@ -17,7 +17,10 @@ export interface LeaseForKey {
   readonly lease: GrantedLease;
   /** performance.now() before the confirmed write (grant or keep-alive) that the lease lives on from. */
   readonly sentAt: number;
-  /** Called once the campaign on it has its answer (or failed): lets the next campaign of a session go. */
+  /**
+   * Called once the campaign on it has its answer (or failed), and what it may
+   * have left is being given up: the member's next campaign may go then.
+   */
   readonly campaigned?: () => void;
 }
 

@@ -77,6 +77,7 @@ import { MembershipLostError } from "../../contract/errors";
 import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
+import { abortReason } from "../../util/abort";
 import { Follower, type FollowerSetting } from "./follower";
 import { leaderOf, memberOf, type Member } from "./member";
 import { MemberKeys } from "./member-keys";
@@ -98,7 +99,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     private readonly port: EtcdV3Port,
     key: string,
     private readonly name: string,
-    private readonly ttlSeconds: number,
+    ttlSeconds: number,
     /** Where followers arm their watches, one per turn of the event loop. */
     turns: TurnQueue = processTurns,
     /** Whose now() a claim's sentAt is taken from. */
@@ -115,16 +116,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
-    const campaign = this.campaign(signal);
-    // A membership created after we stopped waiting would hold a place in
-    // line until its TTL ran out: give it up as soon as it exists.
-    campaign.then(
-      ({ membership }) => {
-        if (signal.aborted) this.lease.abandon({ id: membership.leaseId, ttlSeconds: this.ttlSeconds }, membership.id);
-      },
-      () => undefined,
-    );
-    return this.port.awaitAnswer("join", campaign, signal);
+    return this.port.awaitAnswer("join", this.campaign(signal), signal);
   }
 
   /** session.go's lease (or a session's), then Campaign's transaction, which also reads the line. */
@@ -138,6 +130,10 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
       // and the first wait needs no read of its own.
       const reads = [this.reader.end("ascend", LINE_END_MEMBERS + 1), this.reader.end("descend", LINE_END_MEMBERS + 1)];
       const txn = await this.port.campaign({ key, value: this.name, leaseId: lease.id, reads });
+      // A membership created after we stopped waiting would hold a place in
+      // line until its TTL ran out: give it up as soon as it exists (before
+      // the next campaign of this member may start: member-lease.ts).
+      if (signal.aborted) throw abortReason("join", signal);
       // A fresh lease has no key yet, so the put succeeds; etcd's recipe
       // still reads the key back otherwise, and so do we.
       const token = txn.existing ? txn.existing.createRevision : txn.revision;
