@@ -11,6 +11,8 @@
 //
 // --followers: a second session (not counted) leads every key first, so the
 // measured elections follow instead (a follower watches more than a leader).
+// --own-leases: plain elections, each with a lease of its own, for comparison.
+// --all-at-once: start every election in the same moment, not in batches.
 import { Etcd3 } from "etcd3";
 import type etcdLeaderType = require("../src/index");
 import { startEtcd } from "../test/kit/etcd-server";
@@ -19,8 +21,9 @@ import { waitFor } from "../test/kit/waiting";
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const etcdLeader = require("../dist/cjs/index.js") as typeof etcdLeaderType;
 const count = Number(process.argv[2] ?? 1_000);
-const START_BATCH = 500;
+const START_BATCH = process.argv.includes("--all-at-once") ? Infinity : 500;
 const followers = process.argv.includes("--followers");
+const ownLeases = process.argv.includes("--own-leases");
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("run with node --expose-gc");
 
@@ -62,7 +65,8 @@ async function main(): Promise<void> {
     // In batches: ten thousand joins at once, each a transaction on the one
     // connection, hold the keep-alive behind them past the request timeout.
     for (let i = 0; i < count; i++) {
-      elections.push(session.election(`/heap/${i}`, `member-${i}`).start());
+      const key = `/heap/${i}`;
+      elections.push((ownLeases ? etcdLeader(client, key, `member-${i}`, { ttl }) : session.election(key, `member-${i}`)).start());
       if (elections.length % START_BATCH === 0 || i === count - 1) {
         await waitFor("every election to settle", 600_000, settled, { every: 100 });
         const { heapUsed, rss } = process.memoryUsage();
@@ -78,6 +82,7 @@ async function main(): Promise<void> {
       JSON.stringify({
         elections: count,
         role: followers ? "follower" : "leader",
+        leases: ownLeases ? "one per election" : "one session",
         joinedMs: Math.round(joinedMs),
         heapBeforeMiB: +(before / 2 ** 20).toFixed(1),
         heapAfterMiB: +(after / 2 ** 20).toFixed(1),
@@ -89,6 +94,7 @@ async function main(): Promise<void> {
       const { writeHeapSnapshot } = await import("node:v8");
       console.log("snapshot", writeHeapSnapshot(process.env.HEAP_SNAPSHOT));
     }
+    await Promise.all(ownLeases ? elections.map((e) => e.leave()) : []);
     await session.close();
     await leaders?.close();
   } finally {

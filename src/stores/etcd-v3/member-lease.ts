@@ -17,11 +17,16 @@ export interface LeaseForKey {
   readonly lease: GrantedLease;
   /** performance.now() before the confirmed write (grant or keep-alive) that the lease lives on from. */
   readonly sentAt: number;
+  /**
+   * Called once the campaign on it has its answer (or failed), and what it may
+   * have left is being given up: the member's next campaign may go then.
+   */
+  readonly campaigned?: () => void;
 }
 
 export interface MemberLease {
-  /** A lease for a new key. */
-  acquire(): Promise<LeaseForKey>;
+  /** A lease for a new key; `signal` is the join's, which may stop waiting before the campaign goes out. */
+  acquire(signal: AbortSignal): Promise<LeaseForKey>;
   /** Renews the lease `membership` is on; throws MembershipLostError when etcd no longer has it. */
   keepAlive(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void>;
   /** Gives the membership up: its key is deleted. */

@@ -81,6 +81,7 @@ import { MembershipLostError } from "../../contract/errors";
 import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
+import { abortReason } from "../../util/abort";
 import { Follower, type FollowerSetting } from "./follower";
 import { leaderOf, memberOf, type Member } from "./member";
 import { MemberKeys } from "./member-keys";
@@ -102,7 +103,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     private readonly port: EtcdV3Port,
     key: string,
     private readonly name: string,
-    private readonly ttlSeconds: number,
+    ttlSeconds: number,
     /** Where followers arm their watches, one per turn of the event loop. */
     turns: TurnQueue = processTurns,
     /** Whose now() a claim's sentAt is taken from. */
@@ -119,24 +120,19 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
-    const campaign = this.campaign();
-    // A membership created after we stopped waiting would hold a place in
-    // line until its TTL ran out: give it up as soon as it exists.
-    campaign.then(
-      ({ membership }) => {
-        if (signal.aborted) this.lease.abandon({ id: membership.leaseId, ttlSeconds: this.ttlSeconds }, membership.id);
-      },
-      () => undefined,
-    );
-    return this.port.awaitAnswer("join", campaign, signal);
+    return this.port.awaitAnswer("join", this.campaign(signal), signal);
   }
 
   /** session.go's lease (or a session's), then Campaign's transaction. */
-  private async campaign(): Promise<Claim<V3Membership>> {
-    const { lease, sentAt } = await this.lease.acquire();
+  private async campaign(signal: AbortSignal): Promise<Claim<V3Membership>> {
+    const { lease, sentAt, campaigned } = await this.lease.acquire(signal);
     const key = this.keys.keyOf(lease.id);
     try {
       const txn = await this.port.campaign({ key, value: this.name, leaseId: lease.id });
+      // A membership created after we stopped waiting would hold a place in
+      // line until its TTL ran out: give it up as soon as it exists (before
+      // the next campaign of this member may start: member-lease.ts).
+      if (signal.aborted) throw abortReason("join", signal);
       // A fresh lease has no key yet, so the put succeeds; etcd's recipe
       // still reads the key back otherwise, and so do we.
       const token = txn.existing ? txn.existing.createRevision : txn.revision;
@@ -146,6 +142,8 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     } catch (err) {
       this.lease.abandon(lease, key, err);
       throw err;
+    } finally {
+      campaigned?.();
     }
   }
 

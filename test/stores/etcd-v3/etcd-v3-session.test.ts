@@ -303,6 +303,24 @@ describe("a lost etcd v3 session", () => {
   });
 });
 
+describe("closing a session", () => {
+  it("close() while its elections are still joining leaves no key behind, and its elections stopped", limit, async () => {
+    const prefix = uniquePrefix("close-early");
+    const client = newClient();
+    const session = newSession(client);
+    const all = members(session, prefix, 50, "early");
+    for (const m of all) m.election.start();
+    // Some lead, the others are joining: their transactions are on their way.
+    await waitFor("a first election to lead", 10_000, () => all.some((m) => m.election.isLeader()), { every: 1 });
+    await session.close();
+    assert.ok(all.every((m) => !m.election.isRunning()));
+    await sleep(500);
+    const left = await client.getAll().prefix(`${prefix}/`).keys();
+    assert.deepEqual(left, [], "keys left behind by a session closed while joining");
+    assert.ok(all.every((m) => !m.election.isLeader()));
+  });
+});
+
 describe("session options", () => {
   it("are checked as an election's are, and name the value", () => {
     const client = newClient();

@@ -4,12 +4,16 @@
 // since the lease holds the session's other elections too; and while the
 // session closes, leaving is the session's one LeaseRevoke.
 import type { Renewed } from "../../../contract/backend";
+import { untilAborted } from "../../../util/abort";
 import type { LeaseForKey, MemberLease } from "../member-lease";
 import type { V3Membership } from "../membership";
 import { LeaseNotFoundError, type GrantedLease } from "../port";
 import type { LeaseSession } from "./lease-session";
 
 export class SessionMemberLease implements MemberLease {
+  /** This member's last campaign, settled once it has its answer. */
+  private previous: Promise<void> = Promise.resolve();
+
   constructor(
     private readonly session: LeaseSession,
     /** The election's key: its member key on the session is always `<key>/<lease id>`. */
@@ -18,12 +22,33 @@ export class SessionMemberLease implements MemberLease {
     private readonly requestTimeout: number,
   ) {}
 
-  async acquire(): Promise<LeaseForKey> {
-    // The member key's name is the lease's: a deletion of it still on its
-    // way (an earlier member at this key leaving, a failed campaign undone)
-    // would take the key this campaign is about to create, or find it.
+  async acquire(signal: AbortSignal): Promise<LeaseForKey> {
+    // The member key's name is the lease's, so every campaign of this member
+    // is for the same key: one that went on after its join gave up creates
+    // the key the next one would find (and take for its own) just before
+    // its deletion. So a campaign waits for the one before to have its
+    // answer, and for any deletion at this key (an earlier member leaving, a
+    // campaign undone) to be done.
+    await untilAborted("join", this.previous, signal);
     await this.session.departures.settled(this.electionKey);
-    return this.session.acquire();
+    const leaveGate = await this.session.joins.enter(signal);
+    let answered!: () => void;
+    this.previous = new Promise<void>((resolve) => (answered = resolve));
+    // The session's place is given back when the campaign has its answer, or
+    // when the join stops waiting for it: a transaction that hangs (a
+    // connection gone silent) must not hold it for good.
+    signal.addEventListener("abort", leaveGate, { once: true });
+    const campaigned = () => {
+      signal.removeEventListener("abort", leaveGate);
+      leaveGate();
+      answered();
+    };
+    try {
+      return { ...(await this.session.acquire()), campaigned };
+    } catch (err) {
+      campaigned();
+      throw err;
+    }
   }
 
   async keepAlive(membership: V3Membership, signal: AbortSignal): Promise<Renewed> {
