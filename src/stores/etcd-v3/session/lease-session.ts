@@ -27,7 +27,6 @@ import { deadline, untilAborted } from "../../../util/abort";
 import type { Clock } from "../../../util/clock";
 import { log } from "../../../util/log";
 import type { LeaseForKey } from "../member-lease";
-import { JoinGate } from "./join-gate";
 import { leaseHex } from "../member-keys";
 import { LeaseNotFoundError, type GrantedLease, type SessionPort } from "../port";
 
@@ -82,8 +81,6 @@ export class Departures {
 
 export class LeaseSession {
   readonly departures = new Departures();
-  /** Campaigns on their way to etcd, a few at a time (join-gate.ts). */
-  readonly joins = new JoinGate();
   private held: HeldLease | undefined;
   private granting: Promise<HeldLease> | undefined;
   private keepingAlive: KeepAlive | undefined;

@@ -29,20 +29,12 @@ export class SessionMemberLease implements MemberLease {
     // its deletion. So a campaign waits for the one before to have its
     // answer, and for any deletion at this key (an earlier member leaving, a
     // campaign undone) to be done.
+    // (How many joins go to etcd at once is the process's join window's
+    // business: src/election/join-window.ts, in front of every join.)
     await untilAborted("join", this.previous, signal);
     await this.session.departures.settled(this.electionKey);
-    const leaveGate = await this.session.joins.enter(signal);
-    let answered!: () => void;
-    this.previous = new Promise<void>((resolve) => (answered = resolve));
-    // The session's place is given back when the campaign has its answer, or
-    // when the join stops waiting for it: a transaction that hangs (a
-    // connection gone silent) must not hold it for good.
-    signal.addEventListener("abort", leaveGate, { once: true });
-    const campaigned = () => {
-      signal.removeEventListener("abort", leaveGate);
-      leaveGate();
-      answered();
-    };
+    let campaigned!: () => void;
+    this.previous = new Promise<void>((resolve) => (campaigned = resolve));
     try {
       return { ...(await this.session.acquire()), campaigned };
     } catch (err) {
