@@ -260,7 +260,8 @@ describe("a lost etcd v3 session", () => {
       const lines = await Promise.all(cut.map((m) => line(newClientOnce(), m.key)));
       return lines.every((l, i) => l.map((kv) => kv.key).includes(`${cut[i]!.key}/${a.leaseId}`));
     });
-    assert.ok(cut.every((m, i) => m.leaders.at(-1) === `b-${i}`), "a's elections follow b after rejoining");
+    // Its key is in line before it has read the line and named the leader.
+    await waitFor("a's elections to follow b after rejoining", 10_000, () => cut.every((m, i) => m.leaders.at(-1) === `b-${i}`));
     assertOneLeaderAtATime(cut.map((m, i) => [m, others[i]!]), "rejoin");
   });
 
