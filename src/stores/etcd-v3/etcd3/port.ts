@@ -1,7 +1,8 @@
 // The v3 recipe's port (../port.ts) on an etcd3 client. What the client needs
 // besides its own calls is here and beside it: unary calls bounded by a
-// signal without cancelling them, and each call's gRPC status and outcome
-// reviewed (client.ts, advice.ts); renewals on one keep-alive stream per
+// signal without cancelling them, a few dozen on the connection at a time
+// (unary-calls.ts), and each call's gRPC status and outcome reviewed
+// (client.ts, advice.ts); renewals on one keep-alive stream per
 // client (keepalive-stream.ts); and watches that report a failure instead of
 // resuming past events (client.ts).
 import type { IRangeResponse, ITxnResponse, MultiRangeBuilder, SingleRangeBuilder } from "etcd3";
@@ -21,6 +22,7 @@ import {
 import { Etcd3Advisor } from "./advice";
 import { etcd3Call, isLeaseNotFound, Watches, withGrpcStatus, type Etcd3Client } from "./client";
 import { Etcd3KeyValue, rangeAnswer } from "./key-value";
+import { UnaryCalls } from "./unary-calls";
 import { keepAliveStreamOf, type SharedKeepAliveStream } from "./keepalive-stream";
 
 const ports = new WeakMap<Etcd3Client, Etcd3Port>();
@@ -35,6 +37,8 @@ export function etcd3Port(client: Etcd3Client): Etcd3Port {
 export class Etcd3Port implements EtcdV3Port, SessionPort {
   private readonly advisor: Etcd3Advisor;
   private readonly keepAliveStream: SharedKeepAliveStream;
+  /** Unary calls on the client's connection, a few dozen at a time (unary-calls.ts). */
+  private readonly calls = new UnaryCalls();
 
   constructor(private readonly client: Etcd3Client) {
     this.advisor = new Etcd3Advisor(client);
@@ -44,15 +48,12 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
   // A unary etcd3 call, bounded by `signal` (not cancelled: see client.ts);
   // its outcome also tells the advisor how the client fares.
   range(request: RangeRequest, operation: string, signal: AbortSignal): Promise<RangeAnswer> {
-    return this.advisor.follow(etcd3Call(operation, this.rangeOf(request).exec(), signal), plainRangeAnswer);
+    return this.advisor.follow(etcd3Call(operation, this.calls.run(() => this.rangeOf(request).exec(), signal), signal), plainRangeAnswer);
   }
 
   campaign({ key, value, leaseId }: CampaignRequest): Promise<CampaignAnswer> {
-    return this.client
-      .if(key, "Create", "==", 0)
-      .then(this.client.put(key).value(value).lease(leaseId))
-      .else(this.client.get(key))
-      .commit()
+    return this.calls
+      .run(() => this.client.if(key, "Create", "==", 0).then(this.client.put(key).value(value).lease(leaseId)).else(this.client.get(key)).commit())
       .then(
         (txn) => campaignAnswer(txn),
         (err: unknown) => {
@@ -65,10 +66,13 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
   }
 
   deleteMember(key: string, createRevision: number | undefined, signal: AbortSignal): Promise<void> {
-    const deleting: Promise<unknown> =
-      createRevision === undefined
-        ? this.client.delete().key(key).exec()
-        : this.client.if(key, "Create", "==", createRevision).then(this.client.delete().key(key)).commit();
+    const deleting: Promise<unknown> = this.calls.run(
+      (): Promise<unknown> =>
+        createRevision === undefined
+          ? this.client.delete().key(key).exec()
+          : this.client.if(key, "Create", "==", createRevision).then(this.client.delete().key(key)).commit(),
+      signal,
+    );
     return this.advisor.follow(etcd3Call("delete member", deleting, signal)).then(() => undefined);
   }
 
@@ -81,7 +85,7 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
   }
 
   grantLease(ttlSeconds: number): Promise<GrantedLease> {
-    return this.client.leaseClient.leaseGrant({ TTL: ttlSeconds }).then((lease) => {
+    return this.calls.run(() => this.client.leaseClient.leaseGrant({ TTL: ttlSeconds })).then((lease) => {
       const granted: GrantedLease = { id: lease.ID, ttlSeconds: Number(lease.TTL) };
       // At the default refresh interval (half the TTL) the first renewal comes a
       // quarter of the TTL after the grant at the soonest (src/election/renewal.ts); one that
@@ -106,7 +110,9 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
   }
 
   async revokeLease(leaseId: string, signal: AbortSignal): Promise<void> {
-    const revoking = this.advisor.follow(etcd3Call("revoke lease", this.client.leaseClient.leaseRevoke({ ID: leaseId }), signal));
+    const revoking = this.advisor.follow(
+      etcd3Call("revoke lease", this.calls.run(() => this.client.leaseClient.leaseRevoke({ ID: leaseId }), signal), signal),
+    );
     // Released once the revoke is answered: with the client's last lease this
     // closes the keep-alive stream, work that would hold the revoke back if
     // done in the turn that sends it.
@@ -121,7 +127,7 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
 
   abandonLease(leaseId: string): void {
     this.keepAliveStream.release(leaseId);
-    this.client.leaseClient.leaseRevoke({ ID: leaseId }).then(
+    this.calls.run(() => this.client.leaseClient.leaseRevoke({ ID: leaseId })).then(
       () => log.v3("revoked abandoned lease %s", leaseHex(leaseId)),
       (err: unknown) => log.v3("could not revoke abandoned lease %s: %s", leaseHex(leaseId), (err as Error).message),
     );
