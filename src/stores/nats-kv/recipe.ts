@@ -5,6 +5,8 @@
 //   campaign  create(key, name): succeeds only if the key is absent, deleted
 //             or purged. The winner's token is the create's revision (a
 //             stream sequence: it only grows, while the bucket lives).
+//             On a replicated bucket, over a marker: purge the key through
+//             the marker's revision, then create it as absent (below).
 //   renew     update(key, name, our last revision), every refreshInterval
 //             (holder.ts). A failed revision check is a loss.
 //   follow    watch the key (follower.ts): a value names the leader; a delete
@@ -36,6 +38,18 @@
 // which has no watch, only at its next tick. Where Go members may take part
 // (the goMembers option), the winner holds the key until they must have
 // stood down (go-members.ts).
+//
+// Why a replicated bucket takes a marker over with a purge and a create: on
+// nats-server 2.9 the stream's leader checks a write's expected revision
+// before it proposes the write, against what it has applied, and the
+// replicas apply it unchecked; so of updates conditioned on one marker sent
+// together, several can win (32 of 100 races of three). A create checks "no
+// entry at all", and every replica makes that check as it applies the
+// write, in the log's order: one create of an absent key wins. The purge
+// removes the key's entries through the marker's revision and nothing
+// after it, so a member that purges late cannot remove the write that won.
+// The renewal and the leave stay revision-checked writes: see docs/nats.md
+// for the window that leaves on such a bucket.
 import { deadline, untilAborted } from "../../util/abort";
 import { systemClock, type Clock } from "../../util/clock";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
@@ -62,6 +76,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   private ttl: number | undefined;
   /** The bucket's name, once its status was read. */
   private bucketName = "";
+  /** How many servers hold the bucket's stream, as its status said when last read. */
+  private replicas = 1;
   /** The member's timing, from natsLeader: a win is led on only with the bucket's TTL of the moment, if it fits. */
   private timing: NatsTiming | undefined;
   /** Set where Go members may take part (useTiming): a win is led on only once they must have stood down. */
@@ -104,14 +120,15 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
     return (await this.bucketStatus(signal)).ttlMs;
   }
 
-  /** The bucket's name and TTL, read as bucketTtl() reads them. */
-  async bucketStatus(signal: AbortSignal): Promise<{ name: string; ttlMs: number }> {
+  /** The bucket's name, TTL and replicas, read as bucketTtl() reads them. */
+  async bucketStatus(signal: AbortSignal): Promise<{ name: string; ttlMs: number; replicas: number }> {
     if (this.ttl === undefined) {
       const status = await untilAborted("read bucket status", this.kv.status(), signal);
       this.bucketName = status.bucket;
       this.ttl = status.ttl;
+      this.replicas = status.replicas;
     }
-    return { name: this.bucketName, ttlMs: this.ttl };
+    return { name: this.bucketName, ttlMs: this.ttl, replicas: this.replicas };
   }
 
   /** The revision of our latest confirmed write to the key `membership` won. */
@@ -154,12 +171,14 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
    * revision. Over a delete or purge marker seen at revision `marker`, the
    * create is the write conditioned on that revision, which is what the
    * client's create sends after a failed first try and a read: one round
-   * trip instead of three.
+   * trip instead of three. On a replicated bucket, where such writes are not
+   * serialized, it is a purge through the marker and a create of the absent
+   * key, and without a marker a create that a marker makes fail.
    */
   async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
     // The entry lives TTL from when the server stamps it, which is after this.
     const sentAt = this.clock.now();
-    const create = marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
+    const create = this.replicas > 1 ? this.takeOver(marker) : marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
     // Read beside the create, so that it costs no round trip of its own: the
     // bucket may have been deleted and made again with another TTL since we
     // read it (a watch of the old one goes silent, and followers go on
@@ -187,6 +206,12 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
     return { membership, token: revision, sentAt, ttlMs: status ? await this.ttlToLeadOn(status, membership, signal) : ttlMs };
   }
 
+  /** On a replicated bucket: the key made absent through the marker at `marker` (if one was seen), then created. */
+  private async takeOver(marker: number | undefined): Promise<number> {
+    if (marker) await this.kv.purgeThrough(this.key, marker);
+    return this.kv.createIfAbsent(this.key, this.name);
+  }
+
   /**
    * The bucket's TTL as `status` read it beside a winning create; the key is
    * given back, and the win not led on, if it cannot be read or the timing
@@ -194,9 +219,10 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
    */
   private async ttlToLeadOn(status: Promise<KvStatus>, won: NatsMembership, signal: AbortSignal): Promise<number> {
     try {
-      const { ttl } = await untilAborted("read bucket status", status, signal);
+      const { ttl, replicas } = await untilAborted("read bucket status", status, signal);
       if (ttl !== this.ttl) log.nats("%s: the bucket's TTL is now %d ms, not %d ms (made again?)", this.description, ttl, this.ttl);
       this.ttl = ttl;
+      this.replicas = replicas;
       const problem = this.timing?.ttlProblem(ttl);
       if (problem) throw problem;
       return ttl;

@@ -68,7 +68,7 @@ const RECONNECT_WAIT_MS = { min: 50, max: 250 };
 
 /** A request the store answered through its own port (no network), for the unit tests. */
 export interface Request {
-  kind: "create" | "update" | "delete" | "get" | "status" | "watch";
+  kind: "create" | "createIfAbsent" | "purgeThrough" | "update" | "delete" | "get" | "status" | "watch";
   key?: string;
   value?: string;
   revision?: number;
@@ -174,7 +174,8 @@ export class NatsKvStore implements NatsKvPort {
   /** The bucket's status; fails as the client's does on a missing stream. */
   bucketStatus(): KvStatus {
     if (this.missing) throw streamNotFound();
-    return { bucket: this.bucketName, ttl: this.ttlMs };
+    // One server: the simulated bucket is never replicated.
+    return { bucket: this.bucketName, ttl: this.ttlMs, replicas: 1 };
   }
 
   /** The key's latest entry, a marker included; undefined if it has none (never written, or aged out). */
@@ -251,6 +252,13 @@ export class NatsKvStore implements NatsKvPort {
   }
 
   /** The key's entry ages out now: gone, and nobody is told (for a store with no scheduler). */
+  /** A purge of the key's stream messages up to `revision`: its entry goes if it is no newer. No watch is told. */
+  purgeStored(key: string, revision: number): void {
+    if (this.missing) throw streamNotFound();
+    const entry = this.entries.get(key);
+    if (entry && entry.revision <= revision) this.expire(key);
+  }
+
   expire(key: string): void {
     const entry = this.entries.get(key);
     if (!entry) return;
@@ -347,6 +355,16 @@ export class NatsKvStore implements NatsKvPort {
       async (expected) => this.publish(key, value, "PUT", expected),
       async () => this.lastEntry(key),
     );
+  }
+
+  createIfAbsent(key: string, value: string): Promise<number> {
+    this.record({ kind: "createIfAbsent", key, value });
+    return this.answer(() => this.publish(key, value, "PUT", 0));
+  }
+
+  purgeThrough(key: string, revision: number): Promise<void> {
+    this.record({ kind: "purgeThrough", key, revision });
+    return this.answer(() => this.purgeStored(key, revision));
   }
 
   update(key: string, value: string, revision: number): Promise<number> {
@@ -512,6 +530,14 @@ class LinkedPort implements NatsKvPort {
       (expected) => this.request(() => this.store.publish(key, value, "PUT", expected)),
       () => this.request(() => this.store.lastEntry(key)),
     );
+  }
+
+  createIfAbsent(key: string, value: string): Promise<number> {
+    return this.request(() => this.store.publish(key, value, "PUT", 0));
+  }
+
+  purgeThrough(key: string, revision: number): Promise<void> {
+    return this.request(() => this.store.purgeStored(key, revision));
   }
 
   update(key: string, value: string, revision: number): Promise<number> {
