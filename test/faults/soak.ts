@@ -2,7 +2,9 @@
 // failures that show one run in many and for the spread of the figures.
 //
 // - faults: every fault scenario on both etcd APIs and NATS KV (where it
-//   applies), N times in a row each (default 10), then a table per scenario:
+//   applies), and the cluster's on NATS KV with a bucket replicated on three
+//   servers (nats-cluster-faults.ts), N times in a row each (default 10),
+//   then a table per scenario:
 //   passes, the time to a leader after the fault (median and max), the
 //   longest leaderless stretch, the longest overlap of two terms, and the
 //   errors members reported. One line per run, and for a failed run its
@@ -12,7 +14,7 @@
 //   set, through node --test; they print their figures as diagnostics.
 //
 // Usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]...
-//          [--backend v2|v3|nats]... [--scenario id]... [--json file]
+//          [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]
 // --backend and --scenario choose fault scenarios, and without --part mean
 // the fault part alone.
 //
@@ -24,8 +26,17 @@ import { killAllClis } from "../kit/cli-process";
 import { REPO_ROOT } from "../kit/paths";
 import { REPEATED_TEST_PATTERN, REPEATING_TESTS } from "../kit/repetitions";
 import { cleanupEverything, runScenario, type ScenarioResult } from "./runner";
+import { CLUSTER_SCENARIOS } from "./nats-cluster-faults";
 import { SCENARIOS } from "./scenarios";
-import { FAULT_BACKENDS, type FaultBackend } from "./types";
+import { FAULT_BACKENDS, type FaultBackend, type Scenario } from "./types";
+
+/** Every scenario: those of scenarios.ts on one server of each store, then the cluster's. */
+const ALL_SCENARIOS: readonly Scenario[] = [...SCENARIOS, ...CLUSTER_SCENARIOS];
+
+/** The cluster's scenarios run on the cluster alone, and only they do. */
+function appliesTo(scenario: Scenario, backend: FaultBackend): boolean {
+  return CLUSTER_SCENARIOS.includes(scenario) === (backend === "nats-cluster") && !scenario.notFor?.[backend];
+}
 
 type Part = "faults" | "cli";
 
@@ -55,11 +66,11 @@ function parseArgs(argv: string[]): Args {
       args.parts.push(part);
     } else if (arg === "--backend") {
       const b = value();
-      if (b !== "v2" && b !== "v3" && b !== "nats") usage("--backend takes v2, v3 or nats");
+      if (b !== "v2" && b !== "v3" && b !== "nats" && b !== "nats-cluster") usage("--backend takes v2, v3, nats or nats-cluster");
       args.backends.push(b);
     } else if (arg === "--scenario") {
       const id = value();
-      if (!SCENARIOS.some((s) => s.id === id)) usage(`unknown scenario ${id}; known: ${SCENARIOS.map((s) => s.id).join(", ")}`);
+      if (!ALL_SCENARIOS.some((s) => s.id === id)) usage(`unknown scenario ${id}; known: ${ALL_SCENARIOS.map((s) => s.id).join(", ")}`);
       args.scenarios.push(id);
     } else if (arg === "--json") {
       args.json = value();
@@ -71,12 +82,12 @@ function parseArgs(argv: string[]): Args {
     }
   }
   if (args.parts.length === 0) args.parts = args.backends.length > 0 || args.scenarios.length > 0 ? ["faults"] : ["faults", "cli"];
-  if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS];
+  if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS, "nats-cluster"];
   return args;
 }
 
 const USAGE =
-  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]... [--backend v2|v3|nats]... [--scenario id]... [--json file]";
+  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]... [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]";
 
 function usage(problem: string): never {
   process.stderr.write(`soak: ${problem}\n${USAGE}\n`);
@@ -106,7 +117,7 @@ async function main(): Promise<void> {
 }
 
 async function soakFaults(args: Args): Promise<ScenarioResult[]> {
-  const scenarios = SCENARIOS.filter((s) => args.scenarios.length === 0 || args.scenarios.includes(s.id));
+  const scenarios = ALL_SCENARIOS.filter((s) => args.scenarios.length === 0 || args.scenarios.includes(s.id));
   const results: ScenarioResult[] = [];
   process.stdout.write(
     `soak: ${scenarios.length} scenarios x ${args.backends.join("+")} x ${args.runs} runs; ` +
@@ -114,7 +125,7 @@ async function soakFaults(args: Args): Promise<ScenarioResult[]> {
   );
   for (const scenario of scenarios) {
     for (const backend of args.backends) {
-      if (scenario.notFor?.[backend]) continue;
+      if (!appliesTo(scenario, backend)) continue;
       for (let run = 1; run <= args.runs && !interrupted; run++) {
         const result = await runScenario(scenario, backend);
         results.push(result);
@@ -213,13 +224,13 @@ function table(results: ScenarioResult[]): string {
 }
 
 function extrasTable(results: ScenarioResult[]): string {
-  const lines = ["scenario figures (median / max over the runs):"];
+  const lines = ["scenario figures (min / median / max over the runs):"];
   for (const [key, rs] of groups(results)) {
     const names = [...new Set(rs.flatMap((r) => Object.keys(r.figures.extra)))];
     if (names.length === 0) continue;
     const parts = names.map((name) => {
       const values = defined(rs.map((r) => r.figures.extra[name]));
-      return `${name} ${median(values)} / ${max(values)}`;
+      return `${name} ${values.length ? Math.min(...values) : "-"} / ${median(values)} / ${max(values)}`;
     });
     lines.push(`  ${key.replace("\t", " ")}: ${parts.join(", ")}`);
   }
