@@ -48,8 +48,10 @@
 // write, in the log's order: one create of an absent key wins. The purge
 // removes the key's entries through the marker's revision and nothing
 // after it, so a member that purges late cannot remove the write that won.
-// The renewal and the leave stay revision-checked writes: see docs/nats.md
-// for the window that leaves on such a bucket.
+// A win over a key that aged out is confirmed by a second create (takeOver)
+// before it is led on. The leave stays a revision-checked delete: a late one
+// can remove a successor's fresh entry, which makes it step down (a needless
+// change of leader, never two leaders); see docs/nats.md.
 import { deadline, untilAborted } from "../../util/abort";
 import { systemClock, type Clock } from "../../util/clock";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
@@ -206,9 +208,32 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
     return { membership, token: revision, sentAt, ttlMs: status ? await this.ttlToLeadOn(status, membership, signal) : ttlMs };
   }
 
-  /** On a replicated bucket: the key made absent through the marker at `marker` (if one was seen), then created. */
+  /**
+   * On a replicated bucket: over the marker at `marker`, the key purged
+   * through it, then created; over no marker, created, then confirmed.
+   * Answers the revision of the entry it leaves, ours.
+   *
+   * Why the confirmation. A leader's renewal is checked against what the
+   * stream's leader has applied before it is proposed: one checked just
+   * before the leader's entry aged out there can be applied after a create
+   * of the key that followed the expiry, and write over it, unchecked. Both
+   * members would believe they lead. A create that follows a purge cannot be
+   * so overtaken: the purge's answer comes once the marker, and anything
+   * checked before it, is applied. After an expiry there is no such write,
+   * so the winner makes one: it purges the key through its create, which
+   * removes nothing written after it, and creates the key again. A renewal
+   * that overtook the first create was applied before the purge, and the
+   * second create finds it and fails; one checked later found our create.
+   * A newcomer's create between the two wins instead of ours; we had not
+   * said we lead.
+   */
   private async takeOver(marker: number | undefined): Promise<number> {
-    if (marker) await this.kv.purgeThrough(this.key, marker);
+    if (marker) {
+      await this.kv.purgeThrough(this.key, marker);
+      return this.kv.createIfAbsent(this.key, this.name);
+    }
+    const created = await this.kv.createIfAbsent(this.key, this.name);
+    await this.kv.purgeThrough(this.key, created);
     return this.kv.createIfAbsent(this.key, this.name);
   }
 
