@@ -14,13 +14,12 @@
 //   revision that is not the key's last) fails with an error for which
 //   `wrongLastSequence` gives the key's current revision; nothing else does.
 // - `createIfAbsent` succeeds only on a key with no entry at all, and so does
-//   exactly one of any number sent together, on a replicated bucket too;
-//   `purgeThrough` removes nothing written after the revision it is given.
+//   exactly one of any number sent together, on a replicated bucket too.
 //   (nats-server 2.9 checks a revision above 0 only on the stream's leader,
 //   before it proposes the write, so on a bucket with more than one replica
 //   two updates or deletes conditioned on one revision can both succeed; a
-//   create's check of "no entry" and a purge are applied by every replica in
-//   their place in the stream's log: test/stores/nats-kv/nats-kv-cluster-facts.test.ts.)
+//   create's check of "no entry" is made by every replica as it applies the
+//   write, in the stream log's order: test/stores/nats-kv/nats-kv-cluster-facts.test.ts.)
 // - A bucket that does not exist (never made, or deleted) fails every
 //   request with an error `isBucketMissing` recognises.
 // - Any other failure (a timeout, a closed connection) is transient: the
@@ -71,8 +70,6 @@ export interface NatsKvPort {
   create(key: string, value: string): Promise<number>;
   /** Writes `value` at `key` only if the key has no entry, not even a delete or purge marker; answers the write's revision. */
   createIfAbsent(key: string, value: string): Promise<number>;
-  /** Removes the key's entries up to revision `revision`, that one included, and none written after it; no watch is told. */
-  purgeThrough(key: string, revision: number): Promise<void>;
   /** Writes `value` at `key` if the key's last revision is `revision`; answers the write's revision. */
   update(key: string, value: string, revision: number): Promise<number>;
   /** Deletes `key` (leaves a delete marker) if its last revision is `revision`. */

@@ -5,8 +5,8 @@
 //   campaign  create(key, name): succeeds only if the key is absent, deleted
 //             or purged. The winner's token is the create's revision (a
 //             stream sequence: it only grows, while the bucket lives).
-//             On a replicated bucket, over a marker: purge the key through
-//             the marker's revision, then create it as absent (below).
+//             On a replicated bucket: only a create of an absent key, and a
+//             marker is waited out until it ages out (below).
 //   renew     update(key, name, our last revision), every refreshInterval
 //             (holder.ts). A failed revision check is a loss.
 //   follow    watch the key (follower.ts): a value names the leader; a delete
@@ -39,19 +39,21 @@
 // (the goMembers option), the winner holds the key until they must have
 // stood down (go-members.ts).
 //
-// Why a replicated bucket takes a marker over with a purge and a create: on
+// Why a replicated bucket is campaigned for with creates alone: on
 // nats-server 2.9 the stream's leader checks a write's expected revision
 // before it proposes the write, against what it has applied, and the
 // replicas apply it unchecked; so of updates conditioned on one marker sent
-// together, several can win (32 of 100 races of three). A create checks "no
-// entry at all", and every replica makes that check as it applies the
-// write, in the log's order: one create of an absent key wins. The purge
-// removes the key's entries through the marker's revision and nothing
-// after it, so a member that purges late cannot remove the write that won.
-// A win over a key that aged out is confirmed by a second create (takeOver)
-// before it is led on. The leave stays a revision-checked delete: a late one
-// can remove a successor's fresh entry, which makes it step down (a needless
-// change of leader, never two leaders); see docs/nats.md.
+// together, several can win (32 of 100 races of three). A create checks
+// "no entry at all", and every replica makes that check as it applies the
+// write, in the log's order: one create of an absent key wins. A marker is
+// not made absent by a purge: a server that restarts replays a purge of one
+// key as a purge of the whole stream (nats-server issue 4196), and its
+// replica loses the leader's entry. So followers wait for a marker to age
+// out (max_age applies to markers too), and a clean stop hands over in a
+// TTL, not at once. A win is confirmed before it is led on (createAndConfirm).
+// The leave stays a revision-checked delete: a late one can remove a
+// successor's fresh entry, which makes it step down (a needless change of
+// leader, never two leaders); see docs/nats.md.
 import { deadline, untilAborted } from "../../util/abort";
 import { systemClock, type Clock } from "../../util/clock";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
@@ -84,6 +86,11 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   private timing: NatsTiming | undefined;
   /** Set where Go members may take part (useTiming): a win is led on only once they must have stood down. */
   goMembers: GoMemberWait | undefined;
+
+  /** On a replicated bucket (its status said so): followers wait markers out (follower.ts). */
+  get waitsOutMarkers(): boolean {
+    return this.replicas > 1;
+  }
 
   constructor(
     private readonly kv: NatsKvPort,
@@ -180,7 +187,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
     // The entry lives TTL from when the server stamps it, which is after this.
     const sentAt = this.clock.now();
-    const create = this.replicas > 1 ? this.takeOver(marker) : marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
+    const create = this.replicas > 1 ? this.createAndConfirm() : marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
     // Read beside the create, so that it costs no round trip of its own: the
     // bucket may have been deleted and made again with another TTL since we
     // read it (a watch of the old one goes silent, and followers go on
@@ -209,32 +216,28 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   }
 
   /**
-   * On a replicated bucket: over the marker at `marker`, the key purged
-   * through it, then created; over no marker, created, then confirmed.
-   * Answers the revision of the entry it leaves, ours.
+   * On a replicated bucket: a create of the absent key, confirmed by a second
+   * one, which must fail and name our first as the key's last revision.
+   * Answers the revision of the entry that is ours.
    *
    * Why the confirmation. A leader's renewal is checked against what the
-   * stream's leader has applied before it is proposed: one checked just
-   * before the leader's entry aged out there can be applied after a create
-   * of the key that followed the expiry, and write over it, unchecked. Both
-   * members would believe they lead. A create that follows a purge cannot be
-   * so overtaken: the purge's answer comes once the marker, and anything
-   * checked before it, is applied. After an expiry there is no such write,
-   * so the winner makes one: it purges the key through its create, which
-   * removes nothing written after it, and creates the key again. A renewal
-   * that overtook the first create was applied before the purge, and the
-   * second create finds it and fails; one checked later found our create.
-   * A newcomer's create between the two wins instead of ours; we had not
-   * said we lead.
+   * stream's leader has applied before it is proposed, and applied without a
+   * check. One checked just before the leader's entry aged out there can be
+   * proposed after our create and applied after it, writing over it: both
+   * would believe they lead. The second create is proposed once our first
+   * is applied (its answer comes then), so after any such renewal; every
+   * replica checks it as it applies it, and it fails naming whatever is the
+   * key's last write then: ours, or the renewal that overtook ours.
    */
-  private async takeOver(marker: number | undefined): Promise<number> {
-    if (marker) {
-      await this.kv.purgeThrough(this.key, marker);
-      return this.kv.createIfAbsent(this.key, this.name);
-    }
+  private async createAndConfirm(): Promise<number> {
     const created = await this.kv.createIfAbsent(this.key, this.name);
-    await this.kv.purgeThrough(this.key, created);
-    return this.kv.createIfAbsent(this.key, this.name);
+    try {
+      // Absent again (purged from outside meanwhile): this one is ours.
+      return await this.kv.createIfAbsent(this.key, this.name);
+    } catch (err) {
+      if (this.kv.wrongLastSequence(err) === created) return created;
+      throw err;
+    }
   }
 
   /**

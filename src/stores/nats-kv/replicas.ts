@@ -1,8 +1,9 @@
 // What a member refuses on a bucket replicated across a JetStream cluster
 // (its stream has more than one replica), before it campaigns.
 //
-// Members of ours take a key over with a purge and a create there (recipe.ts),
-// which the handle must be able to send. A Go member of nats-kv-leader-elect
+// Members of ours campaign there with creates of the absent key alone, and
+// read the key from the stream's leader (recipe.ts), which the handle must
+// be able to send. A Go member of nats-kv-leader-elect
 // cannot: its create over a delete or purge marker is an update conditioned
 // on the marker's revision, and nats-server 2.9 checks that revision only on
 // the stream's leader, before it proposes the write, so that two such
@@ -40,8 +41,8 @@ export function replicatedBucketProblem(bucket: BucketReplicas, handle: HandleAb
   }
   if (!handle.canServeReplicated) {
     return new TypeError(
-      `${what}: a member takes the key over there with a purge of the key and a create of the absent key, which this ` +
-        "handle cannot send (it lacks put, jsm, stream or subjectForKey): pass the bucket handle of @nats-io/kv " +
+      `${what}: a member campaigns there with a create of the absent key and reads the key from the stream's leader, ` +
+        "which this handle cannot send (it lacks put, jsm, stream or subjectForKey): pass the bucket handle of @nats-io/kv " +
         "(`await new Kvm(nc).open(bucket)`)",
     );
   }

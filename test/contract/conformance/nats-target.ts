@@ -45,6 +45,9 @@ export function natsTarget(options: NatsTargetOptions = {}): ConformanceTarget {
 
   return {
     name: options.cluster ? "NATS KV, R3 buckets on a three-server cluster" : "NATS KV",
+    ...(options.cluster
+      ? { handsOverAfterTtl: "on a replicated bucket the followers wait out the delete marker until it ages out (docs/nats.md)" }
+      : {}),
     async start() {
       if (options.cluster) {
         cluster = await startNatsCluster(3);

@@ -68,7 +68,7 @@ const RECONNECT_WAIT_MS = { min: 50, max: 250 };
 
 /** A request the store answered through its own port (no network), for the unit tests. */
 export interface Request {
-  kind: "create" | "createIfAbsent" | "purgeThrough" | "update" | "delete" | "get" | "status" | "watch";
+  kind: "create" | "createIfAbsent" | "update" | "delete" | "get" | "status" | "watch";
   key?: string;
   value?: string;
   revision?: number;
@@ -252,13 +252,6 @@ export class NatsKvStore implements NatsKvPort {
   }
 
   /** The key's entry ages out now: gone, and nobody is told (for a store with no scheduler). */
-  /** A purge of the key's stream messages up to `revision`: its entry goes if it is no newer. No watch is told. */
-  purgeStored(key: string, revision: number): void {
-    if (this.missing) throw streamNotFound();
-    const entry = this.entries.get(key);
-    if (entry && entry.revision <= revision) this.expire(key);
-  }
-
   expire(key: string): void {
     const entry = this.entries.get(key);
     if (!entry) return;
@@ -360,11 +353,6 @@ export class NatsKvStore implements NatsKvPort {
   createIfAbsent(key: string, value: string): Promise<number> {
     this.record({ kind: "createIfAbsent", key, value });
     return this.answer(() => this.publish(key, value, "PUT", 0));
-  }
-
-  purgeThrough(key: string, revision: number): Promise<void> {
-    this.record({ kind: "purgeThrough", key, revision });
-    return this.answer(() => this.purgeStored(key, revision));
   }
 
   update(key: string, value: string, revision: number): Promise<number> {
@@ -534,10 +522,6 @@ class LinkedPort implements NatsKvPort {
 
   createIfAbsent(key: string, value: string): Promise<number> {
     return this.request(() => this.store.publish(key, value, "PUT", 0));
-  }
-
-  purgeThrough(key: string, revision: number): Promise<void> {
-    return this.request(() => this.store.purgeStored(key, revision));
   }
 
   update(key: string, value: string, revision: number): Promise<number> {

@@ -153,4 +153,45 @@ describe("NATS KV facts on a three-server JetStream cluster, R3 bucket", () => {
       watch.stop();
     }
   });
+
+  // nats-server issue 4196 (reported on 2.9.17; pull request 4357 fixed the
+  // last of it in 2.9.21): a server that restarts replays the stream's raft
+  // log, and replays a purge of one subject up to a sequence as a purge of
+  // the whole stream up to the stream's last sequence at the time. Its
+  // replica then lacks every other key's entries from before that purge.
+  // The election's own key keeps its entry: every purge the election makes
+  // is followed by its create. Runs last: it restarts a server.
+  test("a server that restarts replays a purge of one key as a purge of every key written before it (2.9.10)", async () => {
+    const other = await buckets[0]!.put("other", "kept");
+    await buckets[0]!.put("purged", "a");
+    await buckets[0]!.delete("purged");
+    await managers[0]!.streams.purge(STREAM, { filter: subjectOf("purged"), seq: (await last("purged"))!.revision + 1 });
+    const after = await buckets[0]!.put("written_after", "kept");
+    await cluster.waitStreamCurrent(STREAM);
+    const leader = await cluster.streamLeader(STREAM);
+    const replica = cluster.servers.find((server) => server !== leader)!;
+    const onReplica = async () => streamState(await replica.monitor<JszStreams>("/jsz?streams=true&accounts=true"));
+    const before = await onReplica();
+    await replica.kill();
+    await replica.start();
+    await cluster.waitStreamCurrent(STREAM, 30_000);
+    const restarted = await onReplica();
+    assert.ok(before && restarted, "no state of the stream on the replica");
+    const seen = `before the restart: ${JSON.stringify(before)}; after: ${JSON.stringify(restarted)}; "other" at ${other}, "written_after" at ${after}`;
+    assert.ok(restarted.first_seq > other, `the restarted replica kept the other key: ${seen}`);
+    assert.ok(restarted.messages < before.messages, seen);
+    console.log(seen);
+    // Through the leader's own server: a connection to the restarted one may still be reconnecting.
+    const viaLeader = managers[cluster.servers.indexOf(leader)]!;
+    const kept = await viaLeader.streams.getMessage(STREAM, { last_by_subj: subjectOf("other") });
+    assert.equal(kept?.string(), "kept", "the stream's leader lost the other key too");
+  });
 });
+
+interface JszStreams {
+  account_details?: { stream_detail?: { name: string; state?: { messages: number; first_seq: number } }[] }[];
+}
+
+function streamState(jsz: JszStreams) {
+  return jsz.account_details?.flatMap((account) => account.stream_detail ?? []).find((stream) => stream.name === STREAM)?.state;
+}

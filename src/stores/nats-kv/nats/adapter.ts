@@ -52,11 +52,6 @@ export class NatsKvAdapter implements NatsKvPort {
     return this.need("a create of an absent key").put(key, value, { previousSeq: 0 });
   }
 
-  async purgeThrough(key: string, revision: number): Promise<void> {
-    const parts = this.need("a purge of the key");
-    // The stream keeps what is at `seq` and after it.
-    await parts.jsm.streams.purge(parts.stream, { filter: parts.subjectForKey(key), seq: revision + 1 });
-  }
 
   update(key: string, value: string, revision: number): Promise<number> {
     return this.bucket.update(key, value, revision);

@@ -37,9 +37,9 @@ export interface NatsStoredMessage {
 /**
  * What the election needs of the handle on a replicated bucket, beyond the
  * KV calls: a create checked against "no entry" alone (the client's
- * `create` turns into an update over a marker), the purge of one key up to
- * a revision, and reads from the stream's leader. @nats-io/kv's bucket
- * handle has all of them, though its `KV` type names only `put`.
+ * `create` turns into an update over a marker), and reads from the stream's
+ * leader. @nats-io/kv's bucket handle has both, though its `KV` type names
+ * only `put`.
  */
 export interface ReplicatedBucketParts {
   put(key: string, value: string, options: { previousSeq: number }): Promise<number>;
@@ -49,7 +49,6 @@ export interface ReplicatedBucketParts {
   subjectForKey(key: string): string;
   readonly jsm: {
     readonly streams: {
-      purge(stream: string, options: { filter: string; seq: number }): Promise<unknown>;
       getMessage(stream: string, query: { last_by_subj: string }): Promise<NatsStoredMessage | null>;
     };
   };
@@ -65,8 +64,7 @@ export function replicatedParts(handle: NatsKvBucket): ReplicatedBucketParts | u
     typeof parts.put === "function" &&
     typeof parts.stream === "string" &&
     typeof parts.subjectForKey === "function" &&
-    typeof streams?.purge === "function" &&
-    typeof streams.getMessage === "function";
+    typeof streams?.getMessage === "function";
   return complete ? (parts as ReplicatedBucketParts) : undefined;
 }
 
