@@ -181,8 +181,8 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
    * create is the write conditioned on that revision, which is what the
    * client's create sends after a failed first try and a read: one round
    * trip instead of three. On a replicated bucket, where such writes are not
-   * serialized, it is a purge through the marker and a create of the absent
-   * key, and without a marker a create that a marker makes fail.
+   * serialized, it is a create of the absent key alone, confirmed, which a
+   * marker makes fail (the follower waits markers out there).
    */
   async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
     // The entry lives TTL from when the server stamps it, which is after this.
@@ -232,7 +232,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   private async createAndConfirm(): Promise<number> {
     const created = await this.kv.createIfAbsent(this.key, this.name);
     try {
-      // Absent again (purged from outside meanwhile): this one is ours.
+      // Absent again (its stream purged from outside meanwhile): this one is ours.
       return await this.kv.createIfAbsent(this.key, this.name);
     } catch (err) {
       if (this.kv.wrongLastSequence(err) === created) return created;
