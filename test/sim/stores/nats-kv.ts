@@ -140,6 +140,11 @@ export interface NatsKvStoreOptions {
   random?: Random;
   /** Told of every change of a key's latest entry (a write, an expiry, the bucket's deletion), for the membership log. */
   onChange?: (key: string, before: KvEntry | undefined, after: KvEntry | undefined) => void;
+  /**
+   * The replicas its status reports; 1 by default. The store still behaves
+   * as one server does: this only makes the recipe take its replicated path.
+   */
+  replicas?: number;
 }
 
 export class NatsKvStore implements NatsKvPort {
@@ -174,8 +179,7 @@ export class NatsKvStore implements NatsKvPort {
   /** The bucket's status; fails as the client's does on a missing stream. */
   bucketStatus(): KvStatus {
     if (this.missing) throw streamNotFound();
-    // One server: the simulated bucket is never replicated.
-    return { bucket: this.bucketName, ttl: this.ttlMs, replicas: 1 };
+    return { bucket: this.bucketName, ttl: this.ttlMs, replicas: this.options.replicas ?? 1 };
   }
 
   /** The key's latest entry, a marker included; undefined if it has none (never written, or aged out). */
