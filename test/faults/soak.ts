@@ -117,11 +117,13 @@ async function main(): Promise<void> {
 }
 
 async function soakFaults(args: Args): Promise<ScenarioResult[]> {
-  const scenarios = ALL_SCENARIOS.filter((s) => args.scenarios.length === 0 || args.scenarios.includes(s.id));
+  const scenarios = ALL_SCENARIOS.filter(
+    (s) => (args.scenarios.length === 0 || args.scenarios.includes(s.id)) && args.backends.some((backend) => appliesTo(s, backend)),
+  );
   const results: ScenarioResult[] = [];
   process.stdout.write(
     `soak: ${scenarios.length} scenarios x ${args.backends.join("+")} x ${args.runs} runs; ` +
-      `TTL 2 s, re-election bound TTL + 2 s\n`,
+      `TTL 2 s, re-election bound TTL + 2 s (on the cluster, TTL + 7 s from when its leaders are back)\n`,
   );
   for (const scenario of scenarios) {
     for (const backend of args.backends) {
