@@ -12,8 +12,11 @@
 // - cli: the tests that repeat a scenario (test/kit/repetitions.ts: the CLI's
 //   leader cut off, frozen, SIGKILLed), run N times each with their variable
 //   set, through node --test; they print their figures as diagnostics.
+// - conformance: the test files under test/soak/ (the conformance suite on a
+//   three-server JetStream cluster), too slow for `npm test`, N times in a
+//   row each through node --test, one line per run.
 //
-// Usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]...
+// Usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli|conformance]...
 //          [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]
 // --backend and --scenario choose fault scenarios, and without --part mean
 // the fault part alone.
@@ -38,7 +41,10 @@ function appliesTo(scenario: Scenario, backend: FaultBackend): boolean {
   return CLUSTER_SCENARIOS.includes(scenario) === (backend === "nats-cluster") && !scenario.notFor?.[backend];
 }
 
-type Part = "faults" | "cli";
+type Part = "faults" | "cli" | "conformance";
+
+/** The test files only the soak runs (conformance part). */
+const SOAK_TEST_FILES = ["test/soak/conformance-nats-kv-cluster.test.ts"];
 
 interface Args {
   runs: number;
@@ -62,7 +68,7 @@ function parseArgs(argv: string[]): Args {
       if (!Number.isInteger(args.runs) || args.runs < 1 || args.runs > 1000) usage("--runs takes a whole number from 1 to 1000");
     } else if (arg === "--part") {
       const part = value();
-      if (part !== "faults" && part !== "cli") usage("--part takes faults or cli");
+      if (part !== "faults" && part !== "cli" && part !== "conformance") usage("--part takes faults, cli or conformance");
       args.parts.push(part);
     } else if (arg === "--backend") {
       const b = value();
@@ -81,13 +87,13 @@ function parseArgs(argv: string[]): Args {
       usage(`unknown argument ${arg}`);
     }
   }
-  if (args.parts.length === 0) args.parts = args.backends.length > 0 || args.scenarios.length > 0 ? ["faults"] : ["faults", "cli"];
+  if (args.parts.length === 0) args.parts = args.backends.length > 0 || args.scenarios.length > 0 ? ["faults"] : ["faults", "cli", "conformance"];
   if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS, "nats-cluster"];
   return args;
 }
 
 const USAGE =
-  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]... [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]";
+  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli|conformance]... [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]";
 
 function usage(problem: string): never {
   process.stderr.write(`soak: ${problem}\n${USAGE}\n`);
@@ -112,8 +118,9 @@ async function main(): Promise<void> {
   const started = Date.now();
   const results = args.parts.includes("faults") ? await soakFaults(args) : [];
   const cliOk = args.parts.includes("cli") && !interrupted ? await soakCliTests(args.runs) : true;
+  const conformanceOk = args.parts.includes("conformance") && !interrupted ? await soakTestFiles(args.runs) : true;
   process.stdout.write(`\ntotal ${((Date.now() - started) / 60_000).toFixed(1)} min\n`);
-  process.exit(results.every((r) => r.ok) && cliOk && !interrupted ? 0 : 1);
+  process.exit(results.every((r) => r.ok) && cliOk && conformanceOk && !interrupted ? 0 : 1);
 }
 
 async function soakFaults(args: Args): Promise<ScenarioResult[]> {
@@ -175,6 +182,35 @@ async function soakCliTests(runs: number): Promise<boolean> {
   const code = await new Promise<number | null>((resolve) => child.on("close", (status) => resolve(status)));
   cliTests = undefined;
   return code === 0;
+}
+
+/** Each of SOAK_TEST_FILES `runs` times in a row, one node --test each; resolves with whether every run passed. */
+async function soakTestFiles(runs: number): Promise<boolean> {
+  let ok = true;
+  for (const file of SOAK_TEST_FILES) {
+    let passed = 0;
+    process.stdout.write(`\nsoak: ${file}, ${runs} runs in a row\n`);
+    for (let run = 1; run <= runs && !interrupted; run++) {
+      const started = Date.now();
+      const testArgs = ["--import", "tsx", "--test", "--test-force-exit", "--test-reporter=tap", file];
+      cliTests = spawn(process.execPath, testArgs, { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "inherit"] });
+      const child = cliTests;
+      let out = "";
+      child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on("close", (status) => resolve(status)));
+      cliTests = undefined;
+      const count = (what: string) => new RegExp(`^# ${what} (\\d+)$`, "m").exec(out)?.[1] ?? "?";
+      if (code === 0) passed++;
+      process.stdout.write(
+        `[${file} ${run}/${runs}] ${code === 0 ? "ok" : "FAILED"} ${((Date.now() - started) / 1000).toFixed(1)} s; ` +
+          `pass ${count("pass")}, fail ${count("fail")}, skipped ${count("skipped")}\n`,
+      );
+      if (code !== 0) process.stdout.write(out.split("\n").filter((line) => /not ok|error:/.test(line)).join("\n") + "\n");
+    }
+    process.stdout.write(`${file}: ${passed} of ${runs} runs passed\n`);
+    ok &&= passed === runs;
+  }
+  return ok;
 }
 
 function show(ms: number | undefined): string {
