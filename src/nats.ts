@@ -22,6 +22,7 @@ import type { Leader } from "./contract/backend";
 import { NatsKvBackend } from "./stores/nats-kv/recipe";
 import { checkBucket, checkKey, type NatsKvBucket } from "./stores/nats-kv/nats/client";
 import { NatsKvAdapter } from "./stores/nats-kv/nats/adapter";
+import { replicatedBucketProblem } from "./stores/nats-kv/replicas";
 
 export type { NatsKvBucket };
 import { Election } from "./election/election";
@@ -42,7 +43,8 @@ export interface NatsElectionSettings extends NatsElectionOptions {
 /**
  * A member of the election on `key` in the KV `bucket`, named `name`. Reads
  * the bucket's TTL first; rejects with a RangeError if the bucket has none
- * or the timing does not fit it, and with a TypeError for a handle that is no
+ * or the timing does not fit it, or if `goMembers` is set on a bucket with
+ * more than one replica, and with a TypeError for a handle that is no
  * bucket or a key NATS refuses. Call `.start()` on the result to campaign.
  */
 export async function natsLeader(settings: NatsElectionSettings): Promise<Election>;
@@ -57,9 +59,11 @@ export async function natsLeader(
     const { bucket: b, key: k, name: n, ...rest } = bucket;
     return natsLeader(b, k, n, rest);
   }
-  const backend = backendFor(bucket, key, name ?? "", "name");
+  const { backend, adapter } = backendFor(bucket, key, name ?? "", "name");
   const { goMembers, timing } = splitOptions(options);
   const bucketNow = await backend.bucketStatus(AbortSignal.timeout(requestTimeout(timing)));
+  const replicatedProblem = replicatedBucketProblem(bucketNow, adapter, goMembers);
+  if (replicatedProblem) throw replicatedProblem;
   const resolved = optionsForBucket(bucketNow, timing);
   backend.useTiming(timingFor(bucketNow.name, bucketNow.ttlMs, timing, resolved), { goMembers });
   return new Election(backend, name!, resolved);
@@ -68,7 +72,7 @@ export async function natsLeader(
 export namespace natsLeader {
   /** Follows who leads the election on `key` without joining it; `.start()` or iterate to begin. */
   export function observe(bucket: NatsKvBucket, key: string, options: NatsElectionOptions = {}): LeaderObserver {
-    const backend = backendFor(bucket, key, "observer");
+    const { backend } = backendFor(bucket, key, "observer");
     // The bucket's TTL is read when the observer starts; these only pace its retries.
     const { timing } = splitOptions(options);
     return new LeaderObserver(backend, resolveOptions(undefined, { ...timing, ttl: undefined }));
@@ -80,7 +84,7 @@ export namespace natsLeader {
     key: string,
     options: { requestTimeout?: number; signal?: AbortSignal } = {},
   ): Promise<Leader | undefined> {
-    const backend = backendFor(bucket, key, "observer");
+    const { backend } = backendFor(bucket, key, "observer");
     const timeout = AbortSignal.timeout(requestTimeout(options));
     const { signal } = options;
     if (signal?.aborted) throw abortError(signal.reason);
@@ -97,14 +101,15 @@ function isSettings(value: unknown): value is NatsElectionSettings {
   return typeof value === "object" && value !== null && "bucket" in value && "key" in value;
 }
 
-function backendFor(bucket: unknown, key: unknown, name: unknown, nameRole?: "name"): NatsKvBackend {
+function backendFor(bucket: unknown, key: unknown, name: unknown, nameRole?: "name"): { backend: NatsKvBackend; adapter: NatsKvAdapter } {
   checkBucket(bucket);
   if (typeof key !== "string" || key === "") throw new TypeError(`key must be a non-empty string, got ${typeof key}`);
   checkKey(key);
   if (nameRole && (typeof name !== "string" || name.trim() === "")) {
     throw new TypeError(`name must be a non-empty string, got ${JSON.stringify(name)}`);
   }
-  return new NatsKvBackend(new NatsKvAdapter(bucket), key, String(name));
+  const adapter = new NatsKvAdapter(bucket);
+  return { backend: new NatsKvBackend(adapter, key, String(name)), adapter };
 }
 
 /** The timeout for the reads made before the options are resolved against the bucket. */

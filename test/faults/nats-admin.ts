@@ -2,29 +2,35 @@
 // bypassing the members' proxies: the bucket the election lives in, the key's
 // holder read as a one-entry "line", and what an operator does from outside
 // (delete or purge the key, delete the bucket and make it again). One
-// connection, closed with the run.
+// connection, closed with the run. The key is read from the stream's
+// leader: on a cluster, a direct get may come from a replica behind it.
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV } from "@nats-io/kv";
-import type { NatsServer } from "../kit/nats-server";
 import type { LineEntry } from "./etcd-admin";
 
 /** The bucket every NATS scenario's election lives in. */
 export const FAULTS_BUCKET = "faults";
 
 export class NatsAdmin {
+  /** The bucket's stream. */
+  readonly stream = `KV_${FAULTS_BUCKET}`;
+
   private constructor(
     private readonly connection: NatsConnection,
+    private readonly manager: JetStreamManager,
     private kv: KV,
     private readonly ttlMs: number,
+    private readonly replicas: number,
   ) {}
 
-  /** Connects (straight to the server) and makes the bucket, with the scenario's TTL as its max_age. */
-  static async open(server: NatsServer, ttlMs: number): Promise<NatsAdmin> {
-    // Through a server restart the connection must come back by itself.
-    const connection = await connect({ servers: server.url, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+  /** Connects (straight to the servers) and makes the bucket, with the scenario's TTL as its max_age, on `replicas` servers. */
+  static async open(servers: string[], ttlMs: number, replicas = 1): Promise<NatsAdmin> {
+    // Through a server restart the connection must come back by itself (to another server of a cluster).
+    const connection = await connect({ servers, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
     try {
-      const kv = await new Kvm(connection).create(FAULTS_BUCKET, { ttl: ttlMs, history: 1 });
-      return new NatsAdmin(connection, kv, ttlMs);
+      const kv = await new Kvm(connection).create(FAULTS_BUCKET, { ttl: ttlMs, history: 1, replicas });
+      return new NatsAdmin(connection, await jetstreamManager(connection), kv, ttlMs, replicas);
     } catch (err) {
       await connection.close();
       throw err;
@@ -33,9 +39,9 @@ export class NatsAdmin {
 
   /** The key's holder as a line of one (empty while nobody holds it): name, and the revision as token. */
   async line(key: string): Promise<LineEntry[]> {
-    const entry = await this.kv.get(key);
-    if (!entry || entry.operation !== "PUT") return [];
-    return [{ key, name: entry.string(), token: entry.revision }];
+    const message = await this.manager.streams.getMessage(this.stream, { last_by_subj: `$KV.${FAULTS_BUCKET}.${key}` });
+    if (!message || message.header.get("KV-Operation")) return [];
+    return [{ key, name: message.string(), token: message.seq }];
   }
 
   async deleteKey(key: string): Promise<void> {
@@ -58,7 +64,7 @@ export class NatsAdmin {
 
   /** Makes the bucket again, empty, with the same TTL. */
   async createBucket(): Promise<void> {
-    this.kv = await new Kvm(this.connection).create(FAULTS_BUCKET, { ttl: this.ttlMs, history: 1 });
+    this.kv = await new Kvm(this.connection).create(FAULTS_BUCKET, { ttl: this.ttlMs, history: 1, replicas: this.replicas });
   }
 
   async close(): Promise<void> {

@@ -1,8 +1,11 @@
 // Runs one fault scenario (test/faults/scenarios.ts) on one backend:
 //
 //  1. starts etcd (one server, or a cluster), or for NATS one nats-server with
-//     JetStream and the election's bucket, one FaultProxy per member in
-//     front of it, and the members, each an `etcd-leader run` process
+//     JetStream and the election's bucket (on "nats-cluster", three servers
+//     whose routes pass through fault proxies, and a bucket with three
+//     replicas), one FaultProxy per member in front of it (on the cluster,
+//     member i's goes to server i, and to the next ones if that one refuses),
+//     and the members, each an `etcd-leader run` process
 //     (test/kit/member-process.ts) connected only through its own proxy,
 //     whose command appends its start and SIGTERM to a log of the run;
 //  2. waits until one member leads and every other follows it;
@@ -39,6 +42,7 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import { startEtcdCluster, type EtcdCluster } from "../kit/etcd-server";
 import { FaultProxy } from "../kit/fault-proxy";
+import { startNatsCluster, type NatsCluster } from "../kit/nats-cluster";
 import { startNats, type NatsServer } from "../kit/nats-server";
 import {
   checkHistories,
@@ -53,7 +57,7 @@ import { waitFor, withDeadline } from "../kit/waiting";
 import { livingInGroups } from "../fixtures/process-table.cjs";
 import { EtcdAdmin, type LineEntry } from "./etcd-admin";
 import { FAULTS_BUCKET, NatsAdmin } from "./nats-admin";
-import type { FaultBackend, Scenario, ScenarioOutcome } from "./types";
+import { isNats, type FaultBackend, type Scenario, type ScenarioOutcome } from "./types";
 
 /** The bound on re-election after a heal is the TTL plus this. */
 export const RECOVERY_SLACK_MS = 2_000;
@@ -114,6 +118,7 @@ interface Stores {
   etcd?: EtcdCluster;
   admin?: EtcdAdmin;
   nats?: NatsServer;
+  natsCluster?: NatsCluster;
   natsAdmin?: NatsAdmin;
 }
 
@@ -140,8 +145,9 @@ export class ScenarioContext {
     readonly ttlMs: number,
     private readonly stores: Stores,
     private readonly log: (line: string) => void,
+    private readonly recoverySlackMs = RECOVERY_SLACK_MS,
   ) {
-    this.key = backend === "nats" ? `faults-${randomUUID()}` : `/faults/${randomUUID()}`;
+    this.key = isNats(backend) ? `faults-${randomUUID()}` : `/faults/${randomUUID()}`;
   }
 
   get etcd(): EtcdCluster {
@@ -156,6 +162,11 @@ export class ScenarioContext {
     return this.stores.natsAdmin ?? this.absent("nats-server");
   }
 
+  /** The three nats-servers of a "nats-cluster" run. */
+  get natsCluster(): NatsCluster {
+    return this.stores.natsCluster ?? this.absent("nats-server cluster");
+  }
+
   /** The server the election's store runs on (the first etcd server of a cluster). */
   get server(): StoreServer {
     return this.stores.nats ?? this.etcd.members[0]!;
@@ -166,7 +177,7 @@ export class ScenarioContext {
    * one is known in advance; on NATS followers hold nothing and race.
    */
   get queue(): boolean {
-    return this.backend !== "nats";
+    return !isNats(this.backend);
   }
 
   private absent(store: string): never {
@@ -177,9 +188,9 @@ export class ScenarioContext {
     return this.controller.signal;
   }
 
-  /** The re-election bound: TTL + 2 s. */
+  /** The re-election bound: TTL + 2 s, or the scenario's own slack. */
   get recoveryBoundMs(): number {
-    return this.ttlMs + RECOVERY_SLACK_MS;
+    return this.ttlMs + this.recoverySlackMs;
   }
 
   abort(reason: string): void {
@@ -269,7 +280,7 @@ export class ScenarioContext {
 
   /** The etcd line of this election, oldest first; on NATS the key's holder alone. */
   line(): Promise<LineEntry[]> {
-    return this.backend === "nats" ? this.natsAdmin.line(this.key) : this.admin.line(this.key);
+    return isNats(this.backend) ? this.natsAdmin.line(this.key) : this.admin.line(this.key);
   }
 
   /** The one member whose latest word is that it leads, if exactly one says so. */
@@ -312,16 +323,33 @@ async function release(resources: Resources): Promise<string[]> {
   await step("closing the fault proxies", () => Promise.all(resources.proxies.map((p) => p.close())));
   if (resources.natsAdmin) await step("closing the NATS admin connection", () => resources.natsAdmin!.close());
   if (resources.nats) await step("stopping nats-server", () => resources.nats!.close());
+  if (resources.natsCluster) await step("stopping the nats-server cluster", () => resources.natsCluster!.close());
   if (resources.etcd) await step("stopping etcd", () => resources.etcd!.close());
   return problems;
 }
 
-/** Starts the store a run needs: etcd (with its admin), or a nats-server with the election's bucket. */
+/** The replicas of the bucket of a "nats-cluster" run: one on each server. */
+const CLUSTER_REPLICAS = 3;
+
+/** Member `index`'s servers on a cluster: its own first, then the others in turn. */
+function serversOfMember(upstream: string[], index: number, backend: FaultBackend): string[] {
+  if (backend !== "nats-cluster") return upstream;
+  const own = index % upstream.length;
+  return [...upstream.slice(own), ...upstream.slice(0, own)];
+}
+
+/** Starts the store a run needs: etcd (with its admin), or a nats-server (or three) with the election's bucket. */
 async function startStores(scenario: Scenario, backend: FaultBackend, ttlMs: number, resources: Resources): Promise<string[]> {
   if (backend === "nats") {
     resources.nats = await startNats();
-    resources.natsAdmin = await NatsAdmin.open(resources.nats, ttlMs);
+    resources.natsAdmin = await NatsAdmin.open([resources.nats.url], ttlMs);
     return [`127.0.0.1:${resources.nats.port}`];
+  }
+  if (backend === "nats-cluster") {
+    resources.natsCluster = await startNatsCluster(3, { proxiedRoutes: true });
+    resources.natsAdmin = await NatsAdmin.open(resources.natsCluster.urls, ttlMs, CLUSTER_REPLICAS);
+    await resources.natsCluster.waitStreamCurrent(resources.natsAdmin.stream);
+    return resources.natsCluster.servers.map((server) => `127.0.0.1:${server.port}`);
   }
   resources.etcd = await startEtcdCluster(scenario.etcdServers ?? 1);
   resources.admin = new EtcdAdmin(backend, resources.etcd.hostPorts);
@@ -346,20 +374,20 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
   const problems: string[] = [];
   try {
     const upstream = await startStores(scenario, backend, ttlMs, resources);
-    ctx = new ScenarioContext(backend, ttlMs, resources, log);
+    ctx = new ScenarioContext(backend, ttlMs, resources, log, scenario.recoverySlackMs);
     const c = ctx;
-    c.mark(`${backend} ${scenario.id}: ${backend === "nats" ? "nats-server" : "etcd"} ${upstream.join(",")} up, key ${c.key}`);
+    c.mark(`${backend} ${scenario.id}: ${isNats(backend) ? "nats-server" : "etcd"} ${upstream.join(",")} up, key ${c.key}`);
 
     for (let i = 0; i < memberCount; i++) {
-      const proxy = await FaultProxy.start({ upstream });
+      const proxy = await FaultProxy.start({ upstream: serversOfMember(upstream, i, backend) });
       resources.proxies.push(proxy);
       const member = spawnMember({
-        backend,
+        backend: isNats(backend) ? "nats" : backend,
         hosts: [proxy.hostPort],
         key: c.key,
         name: `m${i}`,
         ttl: ttlSeconds,
-        ...(backend === "nats" ? { bucket: FAULTS_BUCKET } : {}),
+        ...(isNats(backend) ? { bucket: FAULTS_BUCKET } : {}),
         ...(scenario.watchRearmMs !== undefined ? { watchRearmMs: scenario.watchRearmMs } : {}),
         ...(scenario.work !== undefined ? { work: scenario.work } : {}),
         commandLog,

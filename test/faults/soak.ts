@@ -2,7 +2,9 @@
 // failures that show one run in many and for the spread of the figures.
 //
 // - faults: every fault scenario on both etcd APIs and NATS KV (where it
-//   applies), N times in a row each (default 10), then a table per scenario:
+//   applies), and the cluster's on NATS KV with a bucket replicated on three
+//   servers (nats-cluster-faults.ts), N times in a row each (default 10),
+//   then a table per scenario:
 //   passes, the time to a leader after the fault (median and max), the
 //   longest leaderless stretch, the longest overlap of two terms, and the
 //   errors members reported. One line per run, and for a failed run its
@@ -10,9 +12,12 @@
 // - cli: the tests that repeat a scenario (test/kit/repetitions.ts: the CLI's
 //   leader cut off, frozen, SIGKILLed), run N times each with their variable
 //   set, through node --test; they print their figures as diagnostics.
+// - conformance: the test files under test/soak/ (the conformance suite on a
+//   three-server JetStream cluster), too slow for `npm test`, N times in a
+//   row each through node --test, one line per run.
 //
-// Usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]...
-//          [--backend v2|v3|nats]... [--scenario id]... [--json file]
+// Usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli|conformance]...
+//          [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]
 // --backend and --scenario choose fault scenarios, and without --part mean
 // the fault part alone.
 //
@@ -24,10 +29,22 @@ import { killAllClis } from "../kit/cli-process";
 import { REPO_ROOT } from "../kit/paths";
 import { REPEATED_TEST_PATTERN, REPEATING_TESTS } from "../kit/repetitions";
 import { cleanupEverything, runScenario, type ScenarioResult } from "./runner";
+import { CLUSTER_SCENARIOS } from "./nats-cluster-faults";
 import { SCENARIOS } from "./scenarios";
-import { FAULT_BACKENDS, type FaultBackend } from "./types";
+import { FAULT_BACKENDS, type FaultBackend, type Scenario } from "./types";
 
-type Part = "faults" | "cli";
+/** Every scenario: those of scenarios.ts on one server of each store, then the cluster's. */
+const ALL_SCENARIOS: readonly Scenario[] = [...SCENARIOS, ...CLUSTER_SCENARIOS];
+
+/** The cluster's scenarios run on the cluster alone, and only they do. */
+function appliesTo(scenario: Scenario, backend: FaultBackend): boolean {
+  return CLUSTER_SCENARIOS.includes(scenario) === (backend === "nats-cluster") && !scenario.notFor?.[backend];
+}
+
+type Part = "faults" | "cli" | "conformance";
+
+/** The test files only the soak runs (conformance part). */
+const SOAK_TEST_FILES = ["test/soak/conformance-nats-kv-cluster.test.ts"];
 
 interface Args {
   runs: number;
@@ -51,15 +68,15 @@ function parseArgs(argv: string[]): Args {
       if (!Number.isInteger(args.runs) || args.runs < 1 || args.runs > 1000) usage("--runs takes a whole number from 1 to 1000");
     } else if (arg === "--part") {
       const part = value();
-      if (part !== "faults" && part !== "cli") usage("--part takes faults or cli");
+      if (part !== "faults" && part !== "cli" && part !== "conformance") usage("--part takes faults, cli or conformance");
       args.parts.push(part);
     } else if (arg === "--backend") {
       const b = value();
-      if (b !== "v2" && b !== "v3" && b !== "nats") usage("--backend takes v2, v3 or nats");
+      if (b !== "v2" && b !== "v3" && b !== "nats" && b !== "nats-cluster") usage("--backend takes v2, v3, nats or nats-cluster");
       args.backends.push(b);
     } else if (arg === "--scenario") {
       const id = value();
-      if (!SCENARIOS.some((s) => s.id === id)) usage(`unknown scenario ${id}; known: ${SCENARIOS.map((s) => s.id).join(", ")}`);
+      if (!ALL_SCENARIOS.some((s) => s.id === id)) usage(`unknown scenario ${id}; known: ${ALL_SCENARIOS.map((s) => s.id).join(", ")}`);
       args.scenarios.push(id);
     } else if (arg === "--json") {
       args.json = value();
@@ -70,13 +87,13 @@ function parseArgs(argv: string[]): Args {
       usage(`unknown argument ${arg}`);
     }
   }
-  if (args.parts.length === 0) args.parts = args.backends.length > 0 || args.scenarios.length > 0 ? ["faults"] : ["faults", "cli"];
-  if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS];
+  if (args.parts.length === 0) args.parts = args.backends.length > 0 || args.scenarios.length > 0 ? ["faults"] : ["faults", "cli", "conformance"];
+  if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS, "nats-cluster"];
   return args;
 }
 
 const USAGE =
-  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli]... [--backend v2|v3|nats]... [--scenario id]... [--json file]";
+  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli|conformance]... [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]";
 
 function usage(problem: string): never {
   process.stderr.write(`soak: ${problem}\n${USAGE}\n`);
@@ -101,20 +118,23 @@ async function main(): Promise<void> {
   const started = Date.now();
   const results = args.parts.includes("faults") ? await soakFaults(args) : [];
   const cliOk = args.parts.includes("cli") && !interrupted ? await soakCliTests(args.runs) : true;
+  const conformanceOk = args.parts.includes("conformance") && !interrupted ? await soakTestFiles(args.runs) : true;
   process.stdout.write(`\ntotal ${((Date.now() - started) / 60_000).toFixed(1)} min\n`);
-  process.exit(results.every((r) => r.ok) && cliOk && !interrupted ? 0 : 1);
+  process.exit(results.every((r) => r.ok) && cliOk && conformanceOk && !interrupted ? 0 : 1);
 }
 
 async function soakFaults(args: Args): Promise<ScenarioResult[]> {
-  const scenarios = SCENARIOS.filter((s) => args.scenarios.length === 0 || args.scenarios.includes(s.id));
+  const scenarios = ALL_SCENARIOS.filter(
+    (s) => (args.scenarios.length === 0 || args.scenarios.includes(s.id)) && args.backends.some((backend) => appliesTo(s, backend)),
+  );
   const results: ScenarioResult[] = [];
   process.stdout.write(
     `soak: ${scenarios.length} scenarios x ${args.backends.join("+")} x ${args.runs} runs; ` +
-      `TTL 2 s, re-election bound TTL + 2 s\n`,
+      `TTL 2 s, re-election bound TTL + 2 s (on the cluster, TTL + 7 s from when its leaders are back)\n`,
   );
   for (const scenario of scenarios) {
     for (const backend of args.backends) {
-      if (scenario.notFor?.[backend]) continue;
+      if (!appliesTo(scenario, backend)) continue;
       for (let run = 1; run <= args.runs && !interrupted; run++) {
         const result = await runScenario(scenario, backend);
         results.push(result);
@@ -162,6 +182,35 @@ async function soakCliTests(runs: number): Promise<boolean> {
   const code = await new Promise<number | null>((resolve) => child.on("close", (status) => resolve(status)));
   cliTests = undefined;
   return code === 0;
+}
+
+/** Each of SOAK_TEST_FILES `runs` times in a row, one node --test each; resolves with whether every run passed. */
+async function soakTestFiles(runs: number): Promise<boolean> {
+  let ok = true;
+  for (const file of SOAK_TEST_FILES) {
+    let passed = 0;
+    process.stdout.write(`\nsoak: ${file}, ${runs} runs in a row\n`);
+    for (let run = 1; run <= runs && !interrupted; run++) {
+      const started = Date.now();
+      const testArgs = ["--import", "tsx", "--test", "--test-force-exit", "--test-reporter=tap", file];
+      cliTests = spawn(process.execPath, testArgs, { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "inherit"] });
+      const child = cliTests;
+      let out = "";
+      child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on("close", (status) => resolve(status)));
+      cliTests = undefined;
+      const count = (what: string) => new RegExp(`^# ${what} (\\d+)$`, "m").exec(out)?.[1] ?? "?";
+      if (code === 0) passed++;
+      process.stdout.write(
+        `[${file} ${run}/${runs}] ${code === 0 ? "ok" : "FAILED"} ${((Date.now() - started) / 1000).toFixed(1)} s; ` +
+          `pass ${count("pass")}, fail ${count("fail")}, skipped ${count("skipped")}\n`,
+      );
+      if (code !== 0) process.stdout.write(out.split("\n").filter((line) => /not ok|error:/.test(line)).join("\n") + "\n");
+    }
+    process.stdout.write(`${file}: ${passed} of ${runs} runs passed\n`);
+    ok &&= passed === runs;
+  }
+  return ok;
 }
 
 function show(ms: number | undefined): string {
@@ -213,13 +262,13 @@ function table(results: ScenarioResult[]): string {
 }
 
 function extrasTable(results: ScenarioResult[]): string {
-  const lines = ["scenario figures (median / max over the runs):"];
+  const lines = ["scenario figures (min / median / max over the runs):"];
   for (const [key, rs] of groups(results)) {
     const names = [...new Set(rs.flatMap((r) => Object.keys(r.figures.extra)))];
     if (names.length === 0) continue;
     const parts = names.map((name) => {
       const values = defined(rs.map((r) => r.figures.extra[name]));
-      return `${name} ${median(values)} / ${max(values)}`;
+      return `${name} ${values.length ? Math.min(...values) : "-"} / ${median(values)} / ${max(values)}`;
     });
     lines.push(`  ${key.replace("\t", " ")}: ${parts.join(", ")}`);
   }

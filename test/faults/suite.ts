@@ -9,7 +9,7 @@ import { after, describe, it } from "node:test";
 import { killAllClis } from "../kit/cli-process";
 import { cleanupEverything, runScenario } from "./runner";
 import { SCENARIOS } from "./scenarios";
-import type { FaultBackend } from "./types";
+import type { FaultBackend, Scenario } from "./types";
 
 /** A run takes 3 to 15 s; the runner bounds each of its own steps well within this. */
 const SCENARIO_TIMEOUT_MS = 120_000;
@@ -26,14 +26,15 @@ const DESCRIPTIONS: Record<FaultBackend, string> = {
   v2: "etcd v2 API (node-etcd)",
   v3: "etcd v3 API (etcd3)",
   nats: "NATS JetStream KV (nats-server 2.9)",
+  "nats-cluster": "NATS JetStream KV, a bucket with three replicas on three nats-servers (2.9)",
 };
 
-/** Declares every scenario that applies to `backend` (the others as skips, with the reason) in the calling test file. */
-export function runFaultSuite(backend: FaultBackend): void {
+/** Declares every scenario of `scenarios` that applies to `backend` (the others as skips, with the reason) in the calling test file. */
+export function runFaultSuite(backend: FaultBackend, scenarios: readonly Scenario[] = SCENARIOS): void {
   after(cleanUp, { timeout: CLEANUP_TIMEOUT_MS });
 
   describe(`fault injection, ${DESCRIPTIONS[backend]}`, () => {
-    for (const scenario of SCENARIOS) {
+    for (const scenario of scenarios) {
       it(scenario.id, { timeout: SCENARIO_TIMEOUT_MS, skip: scenario.notFor?.[backend] ?? false }, async (t) => {
         const result = await runScenario(scenario, backend);
         // One line per scenario; the problems and the timeline go with the failure.

@@ -7,10 +7,20 @@ export type Backend = "v2" | "v3";
 
 export const BACKENDS: readonly Backend[] = ["v2", "v3"];
 
-/** What the fault suite runs on: both etcd APIs and NATS JetStream KV. */
-export type FaultBackend = Backend | "nats";
+/**
+ * What the fault suite runs on: both etcd APIs and NATS JetStream KV, on one
+ * server ("nats") and on a cluster of three with a bucket replicated on all
+ * three ("nats-cluster", whose scenarios are apart: nats-cluster-faults.ts).
+ */
+export type FaultBackend = Backend | "nats" | "nats-cluster";
 
-export const FAULT_BACKENDS: readonly FaultBackend[] = [...BACKENDS, "nats"];
+/** The backends the scenarios of scenarios.ts run on. */
+export const FAULT_BACKENDS: readonly (Backend | "nats")[] = [...BACKENDS, "nats"];
+
+/** Whether the members of `backend` are NATS KV members (a key of a bucket, no line). */
+export function isNats(backend: FaultBackend): backend is "nats" | "nats-cluster" {
+  return backend === "nats" || backend === "nats-cluster";
+}
 
 /**
  * What the members must do once the fault is over:
@@ -55,6 +65,12 @@ export interface Scenario {
   watchRearmMs?: number;
   /** Backends the scenario does not apply to, each with the reason (the suite reports it as a skip). */
   notFor?: Partial<Record<FaultBackend, string>>;
+  /**
+   * The re-election bound is the TTL plus this, from the heal. Default 2 s
+   * (RECOVERY_SLACK_MS); more where a request sent while the store could not
+   * answer waits out the client's own timeout.
+   */
+  recoverySlackMs?: number;
   /** Overlap of two members' terms that is tolerated. Default 0. */
   allowedOverlapMs?: number;
   /** The fault itself; the runner does the setup, the settling, the common checks and the teardown. */

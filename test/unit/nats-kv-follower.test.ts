@@ -122,6 +122,28 @@ describe("a NATS KV follower", () => {
     assert.equal(won()?.token, marker + 1);
   });
 
+  it("on a replicated bucket, after a delete marker names nobody and sends nothing until the marker has aged out, then creates the key and confirms it with a second create", async () => {
+    const clock = new FakeClock();
+    const kv = new NatsKvStore({ now: () => clock.now(), replicas: 3 });
+    const { named, won } = await following({ holder: "x", kv, clock });
+    const sent = () => kv.requests.filter((r) => r.kind !== "get" && r.kind !== "status" && r.kind !== "watch").map((r) => r.kind);
+    assert.deepEqual(sent(), ["createIfAbsent"], "the first campaign is a create of the absent key");
+    const marker = kv.remove(KEY);
+    await settle();
+    assert.deepEqual(named, ["x", undefined]);
+    await clock.advance(TTL_MS - 1);
+    assert.deepEqual(sent(), ["createIfAbsent"], "raced over the marker before it could have aged out");
+    // The server ages the marker out a little late: the create finds it, and looks again shortly.
+    await clock.advance(1);
+    assert.deepEqual(sent(), ["createIfAbsent", "createIfAbsent"]);
+    assert.equal(won(), undefined);
+    kv.expire(KEY);
+    await clock.advance(25);
+    assert.deepEqual(sent(), ["createIfAbsent", "createIfAbsent", "createIfAbsent", "createIfAbsent"]);
+    assert.equal(won()?.token, marker + 1, "led on the first create, which the second found as the key's last write");
+    assert.equal(kv.entry(KEY)?.revision, marker + 1);
+  });
+
   it("whose turn comes after the winning write arrived follows that write and sends no create", async () => {
     const { kv, clock, named, turn, won } = await following({ holder: "x" });
     kv.remove(KEY);

@@ -14,6 +14,10 @@
 //             every renewal pushes that moment back, so a healthy election
 //             costs followers no request at all; the moment doubles as the
 //             safety net for a watch that missed an event.
+//   markers   on a replicated bucket a marker is not raced over: the only
+//             write a replicated stream serializes is a create of an absent
+//             key, so a follower waits for the marker to age out as it
+//             waits for a holder's entry (recipe.ts says why).
 //
 // The loop in follow() holds every wait (for our create's answer, for the
 // next entry or the holder's moment, for our turn); what each event means is
@@ -38,6 +42,8 @@ export interface Candidate {
   readonly turns: TurnQueue;
   /** Set where Go members may take part: a win is led on only once they must have stood down. */
   readonly goMembers: GoMemberWait | undefined;
+  /** On a replicated bucket: a delete or purge marker is waited out until it ages out, not raced over. */
+  readonly waitsOutMarkers: boolean;
   /** One create (over the marker at revision `marker`, if one was seen): the claim if it won, else the key's current revision. */
   tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number>;
   /** One read of the key. */
@@ -53,6 +59,12 @@ export class Follower implements EntryPeeker {
   private overdue: Holder | undefined;
   /** How often we found the overdue holder's entry still there. */
   private overdueChecks = 0;
+  /** Where markers are waited out: when (on the member's clock) the marker at `marker` must have aged out. */
+  private markerGoneBy: number | undefined;
+  /** The marker whose wait ended, while we check that it aged out. */
+  private dueMarker: number | undefined;
+  /** How often we found that marker still there when it was due. */
+  private markerChecks = 0;
 
   constructor(
     private readonly candidate: Candidate,
@@ -69,6 +81,17 @@ export class Follower implements EntryPeeker {
     const { candidate, watch, signal } = this;
     for (;;) {
       const holder = this.holder;
+      if (!holder && this.markerGoneBy !== undefined) {
+        const entry = await watch.next(this.markerGoneBy + jitter(this.ttlMs, candidate.random), signal);
+        if (!entry) {
+          this.dueMarker = this.marker;
+          this.markerGoneBy = undefined;
+        } else if (entry.revision <= (this.marker ?? 0)) {
+          // Seen already.
+        } else if (isValue(entry)) this.newHolder(entry);
+        else this.markerSeen(entry);
+        continue;
+      }
       if (!holder) {
         watch.peek(this);
         let answer: Claim<NatsMembership> | number;
@@ -98,6 +121,7 @@ export class Follower implements EntryPeeker {
         this.holderWrote(holder, entry);
       } else {
         this.markerSeen(entry);
+        if (candidate.waitsOutMarkers) continue;
         // Every follower in a process saw the same marker: they race one per
         // turn of the event loop (src/util/turns.ts), and the first one's
         // create is on its way while the others wait. One whose turn comes
@@ -126,6 +150,7 @@ export class Follower implements EntryPeeker {
   private createLost(current: KeyState): void {
     // Gone again between the create and the read: race for it again.
     this.marker = current.name === undefined && current.revision > 0 ? current.revision : undefined;
+    if (this.marker !== undefined && this.candidate.waitsOutMarkers) this.markerFound(current);
     if (!isValue(current)) return;
     const overdue = this.overdue;
     if (overdue && current.revision === overdue.revision) {
@@ -172,6 +197,27 @@ export class Follower implements EntryPeeker {
     this.overdue = undefined;
     this.marker = entry.revision;
     this.onLeader(undefined);
+    if (this.candidate.waitsOutMarkers) {
+      this.markerGoneBy = entry.seenAt + this.ttlMs;
+      this.dueMarker = undefined;
+      this.markerChecks = 0;
+    }
+  }
+
+  /**
+   * Where markers are waited out: our create found the marker `current`.
+   * One we waited out is still there (the server ages entries out a little
+   * late): look again shortly. Any other was written before we saw it: it
+   * is gone a TTL from then at the latest.
+   */
+  private markerFound(current: KeyState): void {
+    if (current.revision === this.dueMarker) {
+      this.markerGoneBy = this.candidate.clock.now() + Math.min(this.ttlMs / 4, 25 * 2 ** this.markerChecks++);
+      return;
+    }
+    this.dueMarker = undefined;
+    this.markerChecks = 0;
+    this.markerGoneBy = current.seenAt + this.ttlMs;
   }
 
   /** Our turn to race after the marker at `markerRevision`: follow a write that won meanwhile, if one did. */
@@ -186,6 +232,8 @@ export class Follower implements EntryPeeker {
   private newHolder(state: ValueState): void {
     const holder = holderOf(state, this.ttlMs);
     this.holder = holder;
+    this.markerGoneBy = undefined;
+    this.dueMarker = undefined;
     // A value came after the marker: a write conditioned on the marker's
     // revision can only fail now, while the bucket lives, and in a bucket
     // deleted and made again since (its revisions start over) it may succeed

@@ -13,6 +13,13 @@
 //   revision check that fails (create over a live value, update or delete at a
 //   revision that is not the key's last) fails with an error for which
 //   `wrongLastSequence` gives the key's current revision; nothing else does.
+// - `createIfAbsent` succeeds only on a key with no entry at all, and so does
+//   exactly one of any number sent together, on a replicated bucket too.
+//   (nats-server 2.9 checks a revision above 0 only on the stream's leader,
+//   before it proposes the write, so on a bucket with more than one replica
+//   two updates or deletes conditioned on one revision can both succeed; a
+//   create's check of "no entry" is made by every replica as it applies the
+//   write, in the stream log's order: test/stores/nats-kv/nats-kv-cluster-facts.test.ts.)
 // - A bucket that does not exist (never made, or deleted) fails every
 //   request with an error `isBucketMissing` recognises.
 // - Any other failure (a timeout, a closed connection) is transient: the
@@ -24,12 +31,14 @@
 //   an entry that ages out by max_age gives no event (nats-server 2.9). It
 //   reports its own end, unless the recipe stopped it.
 
-/** The bucket's status: its name and how long it keeps an entry after its last write. */
+/** The bucket's status: its name, how long it keeps an entry after its last write, and on how many servers. */
 export interface KvStatus {
   /** The bucket's name. */
   readonly bucket: string;
   /** The bucket's max_age in milliseconds; 0 when entries never age out. */
   readonly ttl: number;
+  /** How many servers hold the bucket's stream (1 on a single server, or an R1 bucket in a cluster). */
+  readonly replicas: number;
 }
 
 /** The key's latest entry, as a read gives it. */
@@ -59,11 +68,13 @@ export interface KvWatch {
 export interface NatsKvPort {
   /** Writes `value` at `key` if the key has no value (absent, deleted or purged); answers the write's revision. */
   create(key: string, value: string): Promise<number>;
+  /** Writes `value` at `key` only if the key has no entry, not even a delete or purge marker; answers the write's revision. */
+  createIfAbsent(key: string, value: string): Promise<number>;
   /** Writes `value` at `key` if the key's last revision is `revision`; answers the write's revision. */
   update(key: string, value: string, revision: number): Promise<number>;
   /** Deletes `key` (leaves a delete marker) if its last revision is `revision`. */
   delete(key: string, revision: number): Promise<void>;
-  /** The key's latest entry; undefined if it has none (never written, or aged out). */
+  /** The key's latest entry; undefined if it has none (never written, or aged out). On a replicated bucket, as the stream's leader has it. */
   get(key: string): Promise<KvEntry | undefined>;
   /** The bucket's name and TTL. */
   status(): Promise<KvStatus>;

@@ -5,6 +5,8 @@
 //   campaign  create(key, name): succeeds only if the key is absent, deleted
 //             or purged. The winner's token is the create's revision (a
 //             stream sequence: it only grows, while the bucket lives).
+//             On a replicated bucket: only a create of an absent key, and a
+//             marker is waited out until it ages out (below).
 //   renew     update(key, name, our last revision), every refreshInterval
 //             (holder.ts). A failed revision check is a loss.
 //   follow    watch the key (follower.ts): a value names the leader; a delete
@@ -36,6 +38,22 @@
 // which has no watch, only at its next tick. Where Go members may take part
 // (the goMembers option), the winner holds the key until they must have
 // stood down (go-members.ts).
+//
+// Why a replicated bucket is campaigned for with creates alone: on
+// nats-server 2.9 the stream's leader checks a write's expected revision
+// before it proposes the write, against what it has applied, and the
+// replicas apply it unchecked; so of updates conditioned on one marker sent
+// together, several can win (32 of 100 races of three). A create checks
+// "no entry at all", and every replica makes that check as it applies the
+// write, in the log's order: one create of an absent key wins. A marker is
+// not made absent by a purge: a server that restarts replays a purge of one
+// key as a purge of the whole stream (nats-server issue 4196), and its
+// replica loses the leader's entry. So followers wait for a marker to age
+// out (max_age applies to markers too), and a clean stop hands over in a
+// TTL, not at once. A win is confirmed before it is led on (createAndConfirm).
+// The leave stays a revision-checked delete: a late one can remove a
+// successor's fresh entry, which makes it step down (a needless change of
+// leader, never two leaders); see docs/nats.md.
 import { deadline, untilAborted } from "../../util/abort";
 import { systemClock, type Clock } from "../../util/clock";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
@@ -62,10 +80,17 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   private ttl: number | undefined;
   /** The bucket's name, once its status was read. */
   private bucketName = "";
+  /** How many servers hold the bucket's stream, as its status said when last read. */
+  private replicas = 1;
   /** The member's timing, from natsLeader: a win is led on only with the bucket's TTL of the moment, if it fits. */
   private timing: NatsTiming | undefined;
   /** Set where Go members may take part (useTiming): a win is led on only once they must have stood down. */
   goMembers: GoMemberWait | undefined;
+
+  /** On a replicated bucket (its status said so): followers wait markers out (follower.ts). */
+  get waitsOutMarkers(): boolean {
+    return this.replicas > 1;
+  }
 
   constructor(
     private readonly kv: NatsKvPort,
@@ -104,14 +129,15 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
     return (await this.bucketStatus(signal)).ttlMs;
   }
 
-  /** The bucket's name and TTL, read as bucketTtl() reads them. */
-  async bucketStatus(signal: AbortSignal): Promise<{ name: string; ttlMs: number }> {
+  /** The bucket's name, TTL and replicas, read as bucketTtl() reads them. */
+  async bucketStatus(signal: AbortSignal): Promise<{ name: string; ttlMs: number; replicas: number }> {
     if (this.ttl === undefined) {
       const status = await untilAborted("read bucket status", this.kv.status(), signal);
       this.bucketName = status.bucket;
       this.ttl = status.ttl;
+      this.replicas = status.replicas;
     }
-    return { name: this.bucketName, ttlMs: this.ttl };
+    return { name: this.bucketName, ttlMs: this.ttl, replicas: this.replicas };
   }
 
   /** The revision of our latest confirmed write to the key `membership` won. */
@@ -154,12 +180,14 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
    * revision. Over a delete or purge marker seen at revision `marker`, the
    * create is the write conditioned on that revision, which is what the
    * client's create sends after a failed first try and a read: one round
-   * trip instead of three.
+   * trip instead of three. On a replicated bucket, where such writes are not
+   * serialized, it is a create of the absent key alone, confirmed, which a
+   * marker makes fail (the follower waits markers out there).
    */
   async tryCreate(ttlMs: number, marker: number | undefined, signal: AbortSignal): Promise<Claim<NatsMembership> | number> {
     // The entry lives TTL from when the server stamps it, which is after this.
     const sentAt = this.clock.now();
-    const create = marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
+    const create = this.replicas > 1 ? this.createAndConfirm() : marker ? this.kv.update(this.key, this.name, marker) : this.kv.create(this.key, this.name);
     // Read beside the create, so that it costs no round trip of its own: the
     // bucket may have been deleted and made again with another TTL since we
     // read it (a watch of the old one goes silent, and followers go on
@@ -188,15 +216,41 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   }
 
   /**
+   * On a replicated bucket: a create of the absent key, confirmed by a second
+   * one, which must fail and name our first as the key's last revision.
+   * Answers the revision of the entry that is ours.
+   *
+   * Why the confirmation. A leader's renewal is checked against what the
+   * stream's leader has applied before it is proposed, and applied without a
+   * check. One checked just before the leader's entry aged out there can be
+   * proposed after our create and applied after it, writing over it: both
+   * would believe they lead. The second create is proposed once our first
+   * is applied (its answer comes then), so after any such renewal; every
+   * replica checks it as it applies it, and it fails naming whatever is the
+   * key's last write then: ours, or the renewal that overtook ours.
+   */
+  private async createAndConfirm(): Promise<number> {
+    const created = await this.kv.createIfAbsent(this.key, this.name);
+    try {
+      // Absent again (its stream purged from outside meanwhile): this one is ours.
+      return await this.kv.createIfAbsent(this.key, this.name);
+    } catch (err) {
+      if (this.kv.wrongLastSequence(err) === created) return created;
+      throw err;
+    }
+  }
+
+  /**
    * The bucket's TTL as `status` read it beside a winning create; the key is
    * given back, and the win not led on, if it cannot be read or the timing
    * does not fit it.
    */
   private async ttlToLeadOn(status: Promise<KvStatus>, won: NatsMembership, signal: AbortSignal): Promise<number> {
     try {
-      const { ttl } = await untilAborted("read bucket status", status, signal);
+      const { ttl, replicas } = await untilAborted("read bucket status", status, signal);
       if (ttl !== this.ttl) log.nats("%s: the bucket's TTL is now %d ms, not %d ms (made again?)", this.description, ttl, this.ttl);
       this.ttl = ttl;
+      this.replicas = replicas;
       const problem = this.timing?.ttlProblem(ttl);
       if (problem) throw problem;
       return ttl;

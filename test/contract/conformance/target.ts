@@ -17,6 +17,12 @@ export interface ConformanceTarget {
    * election's method of the same name is then left out.
    */
   readonly unsupported?: Partial<Record<StoreOperation, string>>;
+  /**
+   * Why a leave() hands over only once the leaver's membership has aged out,
+   * where it does; undefined where the successor is elected at once. The
+   * hand-over case then checks all but its speed, and reports the reason.
+   */
+  readonly handsOverAfterTtl?: string;
   /** Starts the store, once before every case (a `before` hook). */
   start(): Promise<void>;
   /** Stops the store and whatever `start` set up, once after every case (an `after` hook). */

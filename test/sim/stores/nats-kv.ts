@@ -68,7 +68,7 @@ const RECONNECT_WAIT_MS = { min: 50, max: 250 };
 
 /** A request the store answered through its own port (no network), for the unit tests. */
 export interface Request {
-  kind: "create" | "update" | "delete" | "get" | "status" | "watch";
+  kind: "create" | "createIfAbsent" | "update" | "delete" | "get" | "status" | "watch";
   key?: string;
   value?: string;
   revision?: number;
@@ -140,6 +140,11 @@ export interface NatsKvStoreOptions {
   random?: Random;
   /** Told of every change of a key's latest entry (a write, an expiry, the bucket's deletion), for the membership log. */
   onChange?: (key: string, before: KvEntry | undefined, after: KvEntry | undefined) => void;
+  /**
+   * The replicas its status reports; 1 by default. The store still behaves
+   * as one server does: this only makes the recipe take its replicated path.
+   */
+  replicas?: number;
 }
 
 export class NatsKvStore implements NatsKvPort {
@@ -174,7 +179,7 @@ export class NatsKvStore implements NatsKvPort {
   /** The bucket's status; fails as the client's does on a missing stream. */
   bucketStatus(): KvStatus {
     if (this.missing) throw streamNotFound();
-    return { bucket: this.bucketName, ttl: this.ttlMs };
+    return { bucket: this.bucketName, ttl: this.ttlMs, replicas: this.options.replicas ?? 1 };
   }
 
   /** The key's latest entry, a marker included; undefined if it has none (never written, or aged out). */
@@ -349,6 +354,11 @@ export class NatsKvStore implements NatsKvPort {
     );
   }
 
+  createIfAbsent(key: string, value: string): Promise<number> {
+    this.record({ kind: "createIfAbsent", key, value });
+    return this.answer(() => this.publish(key, value, "PUT", 0));
+  }
+
   update(key: string, value: string, revision: number): Promise<number> {
     checkVersion(revision);
     this.record({ kind: "update", key, value, revision });
@@ -512,6 +522,10 @@ class LinkedPort implements NatsKvPort {
       (expected) => this.request(() => this.store.publish(key, value, "PUT", expected)),
       () => this.request(() => this.store.lastEntry(key)),
     );
+  }
+
+  createIfAbsent(key: string, value: string): Promise<number> {
+    return this.request(() => this.store.publish(key, value, "PUT", 0));
   }
 
   update(key: string, value: string, revision: number): Promise<number> {

@@ -12,8 +12,12 @@
 //   and "no responders" on updates and deletes;
 // - anything else (TimeoutError, a closed or reconnecting connection) is
 //   transient, and the state machine retries it.
+//
+// On a replicated bucket (its status says so) the key is read from the
+// stream's leader: the client's get is a direct get where the bucket allows
+// it, which any replica answers, from behind the leader.
 import type { KvEntry, KvStatus, KvWatch, KvWatchListener, NatsKvPort } from "../port";
-import type { NatsKvBucket, NatsKvEntry, NatsKvWatch } from "./client";
+import { replicatedParts, type NatsKvBucket, type NatsKvEntry, type NatsKvWatch, type NatsStoredMessage, type ReplicatedBucketParts } from "./client";
 
 /** The JetStream API error of a failed revision check (JSStreamWrongLastSequenceErrF). */
 const WRONG_LAST_SEQUENCE = 10071;
@@ -21,11 +25,33 @@ const WRONG_LAST_SEQUENCE = 10071;
 const STREAM_NOT_FOUND = 10059;
 
 export class NatsKvAdapter implements NatsKvPort {
-  constructor(private readonly bucket: NatsKvBucket) {}
+  /** The handle's parts for a replicated bucket, if it has them. */
+  private readonly parts: ReplicatedBucketParts | undefined;
+  /** The bucket's status said it has more than one replica: reads go to the stream's leader. */
+  private replicated = false;
+
+  constructor(private readonly bucket: NatsKvBucket) {
+    this.parts = replicatedParts(bucket);
+  }
+
+  /** Whether the handle can do what a replicated bucket needs (natsLeader refuses one that cannot). */
+  get canServeReplicated(): boolean {
+    return this.parts !== undefined;
+  }
+
+  /** The server's version, as the handle's connection reports it; undefined if it does not. */
+  get serverVersion(): string | undefined {
+    return this.parts?.js?.nc?.info?.version;
+  }
 
   create(key: string, value: string): Promise<number> {
     return this.bucket.create(key, value);
   }
+
+  createIfAbsent(key: string, value: string): Promise<number> {
+    return this.need("a create of an absent key").put(key, value, { previousSeq: 0 });
+  }
+
 
   update(key: string, value: string, revision: number): Promise<number> {
     return this.bucket.update(key, value, revision);
@@ -36,12 +62,18 @@ export class NatsKvAdapter implements NatsKvPort {
   }
 
   get(key: string): Promise<KvEntry | undefined> {
+    if (this.replicated && this.parts) {
+      const parts = this.parts;
+      return parts.jsm.streams.getMessage(parts.stream, { last_by_subj: parts.subjectForKey(key) }).then(storedToEntry);
+    }
     return this.bucket.get(key).then(toEntry);
   }
 
-  /** The client's own status, whose `bucket` and `ttl` (max_age, in ms) are the port's. */
-  status(): Promise<KvStatus> {
-    return this.bucket.status();
+  /** The client's own status, whose `bucket`, `ttl` (max_age, in ms) and `replicas` are the port's. */
+  async status(): Promise<KvStatus> {
+    const { bucket, ttl, replicas = 1 } = await this.bucket.status();
+    this.replicated = replicas > 1;
+    return { bucket, ttl, replicas };
   }
 
   watch(key: string): Promise<KvWatch> {
@@ -68,6 +100,18 @@ export class NatsKvAdapter implements NatsKvPort {
     if (code === STREAM_NOT_FOUND || name === "StreamNotFoundError") return true;
     return name === "JetStreamNotEnabled" && String(cause?.message ?? "").startsWith("no responders");
   }
+
+  private need(what: string): ReplicatedBucketParts {
+    if (this.parts) return this.parts;
+    throw new TypeError(`${what} needs a bucket handle of @nats-io/kv (with put, jsm, stream and subjectForKey); this one lacks them`);
+  }
+}
+
+/** A stored message of the key: a value, or a marker (whose KV-Operation header says DEL or PURGE). */
+function storedToEntry(message: NatsStoredMessage | null): KvEntry | undefined {
+  if (!message) return undefined;
+  const marker = message.header.get("KV-Operation") !== "";
+  return { value: marker ? undefined : message.string(), revision: message.seq };
 }
 
 function toEntry(entry: NatsKvEntry | null): KvEntry | undefined {

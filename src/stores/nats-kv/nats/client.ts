@@ -24,7 +24,48 @@ export interface NatsKvBucket {
   delete(key: string, options?: { previousSeq: number }): Promise<void>;
   get(key: string): Promise<NatsKvEntry | null>;
   watch(options: { key: string; include?: "updates" }): Promise<NatsKvWatch>;
-  status(): Promise<{ readonly bucket: string; readonly ttl: number }>;
+  status(): Promise<{ readonly bucket: string; readonly ttl: number; readonly replicas?: number }>;
+}
+
+/** A stored message of the bucket's stream, as the JetStream manager reads it. */
+export interface NatsStoredMessage {
+  readonly seq: number;
+  readonly header: { get(name: string): string };
+  string(): string;
+}
+
+/**
+ * What the election needs of the handle on a replicated bucket, beyond the
+ * KV calls: a create checked against "no entry" alone (the client's
+ * `create` turns into an update over a marker), and reads from the stream's
+ * leader. @nats-io/kv's bucket handle has both, though its `KV` type names
+ * only `put`.
+ */
+export interface ReplicatedBucketParts {
+  put(key: string, value: string, options: { previousSeq: number }): Promise<number>;
+  /** The bucket's stream, `KV_<bucket>`. */
+  readonly stream: string;
+  /** The subject the key's entries are stored under in that stream. */
+  subjectForKey(key: string): string;
+  readonly jsm: {
+    readonly streams: {
+      getMessage(stream: string, query: { last_by_subj: string }): Promise<NatsStoredMessage | null>;
+    };
+  };
+  /** The client, whose connection knows the server's version. */
+  readonly js?: { readonly nc?: { readonly info?: { readonly version?: string } } };
+}
+
+/** The handle's parts for a replicated bucket, or undefined if it lacks any of them (a wrapper of the user's own). */
+export function replicatedParts(handle: NatsKvBucket): ReplicatedBucketParts | undefined {
+  const parts = (handle ?? {}) as Partial<ReplicatedBucketParts>;
+  const streams = parts.jsm?.streams;
+  const complete =
+    typeof parts.put === "function" &&
+    typeof parts.stream === "string" &&
+    typeof parts.subjectForKey === "function" &&
+    typeof streams?.getMessage === "function";
+  return complete ? (parts as ReplicatedBucketParts) : undefined;
 }
 
 const BUCKET_METHODS = ["create", "update", "delete", "get", "watch", "status"] as const;
