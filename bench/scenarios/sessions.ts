@@ -19,6 +19,7 @@ import type { EventLine } from "../member-protocol";
 import { SESSION_SUBJECT } from "../subjects/info";
 import { errorMessage, now, sleep, tag, withDeadline } from "../util";
 import { summarize, type Summary } from "../stats";
+import { overlapStretches, type OverlapStretch } from "../../test/kit/leadership-history";
 
 export interface SessionsCase {
   elections: number;
@@ -62,8 +63,9 @@ export interface SessionsRun extends SessionsCase {
   };
   cleanClose?: Handover;
   crash?: Handover;
-  /** Instants at which two members of one election believed they led. */
+  /** Stretches of time in which two members of one election believed they led, by the events' own times. */
   overlaps: number;
+  overlapExamples: Array<{ election: number } & OverlapStretch>;
   errors: number;
   failures: string[];
   messages: Record<string, number>;
@@ -72,6 +74,10 @@ export interface SessionsRun extends SessionsCase {
 /** One election as the benchmark sees it. */
 interface Tracked {
   believers: Set<number>;
+  /** Per process: since when its member has believed it leads (the event's own time), while it does. */
+  since: Map<number, number>;
+  /** Closed stretches of belief, with the events' own times: events of several processes arrive in any order. */
+  terms: Array<{ member: string; start: number; end: number }>;
   /** Per process: the leader its member names. */
   named: Array<string | undefined>;
 }
@@ -83,10 +89,16 @@ const parseName = (name: string) => {
 };
 
 export async function runSessions(ctx: BenchContext, c: SessionsCase): Promise<SessionsRun> {
-  const run: SessionsRun = { ...c, overlaps: 0, errors: 0, failures: [], messages: {} };
+  const run: SessionsRun = { ...c, overlaps: 0, overlapExamples: [], errors: 0, failures: [], messages: {} };
   const scope = `sessions-${tag()}`;
   const keyOf = (e: number) => SESSION_SUBJECT.electionKey(`${scope}/e${e}`);
-  const tracked: Tracked[] = Array.from({ length: c.elections }, () => ({ believers: new Set(), named: [] }));
+  const tracked: Tracked[] = Array.from({ length: c.elections }, () => ({ believers: new Set(), since: new Map(), terms: [], named: [] }));
+  const endBelief = (t: Tracked, p: number, at: number) => {
+    const start = t.since.get(p);
+    if (start === undefined) return;
+    t.since.delete(p);
+    t.terms.push({ member: `p${p}`, start, end: at });
+  };
   /** Times members of a process said they lead, per election, after `since`. */
   let electedLog: Array<{ process: number; election: number; at: number }> = [];
   const hosts: Host[] = [];
@@ -94,7 +106,12 @@ export async function runSessions(ctx: BenchContext, c: SessionsCase): Promise<S
 
   const onEvent = (p: number) => (event: EventLine) => {
     if (event.type === "exit") {
-      for (const t of tracked) t.believers.delete(p);
+      // A SIGKILLed process stops believing at the kill.
+      const at = hosts[p]?.killedAt ?? event.at;
+      for (const t of tracked) {
+        t.believers.delete(p);
+        endBelief(t, p, at);
+      }
       return;
     }
     const who = event.name === undefined ? undefined : parseName(event.name);
@@ -104,11 +121,12 @@ export async function runSessions(ctx: BenchContext, c: SessionsCase): Promise<S
     switch (event.type) {
       case "belief":
         if (event.on === true) {
-          if (t.believers.size > 0 && !t.believers.has(p)) run.overlaps++;
           t.believers.add(p);
+          if (!t.since.has(p)) t.since.set(p, event.at);
           electedLog.push({ process: p, election: who.election, at: event.at });
         } else {
           t.believers.delete(p);
+          endBelief(t, p, event.at);
         }
         break;
       case "leader":
@@ -242,11 +260,21 @@ export async function runSessions(ctx: BenchContext, c: SessionsCase): Promise<S
     const ledByVictim = tracked.flatMap((t, e) => (t.believers.has(victim) ? [e] : []));
     electedLog = [];
     const killedAt = hosts[victim]!.kill();
-    for (const t of tracked) t.believers.delete(victim);
+    for (const t of tracked) {
+      t.believers.delete(victim);
+      endBelief(t, victim, killedAt);
+    }
     run.crash = await handover(victim, ledByVictim, killedAt, c.ttl * 1000 + 10_000);
   } catch (err) {
     run.failures.push(errorMessage(err).slice(0, 400));
   } finally {
+    const end = now();
+    for (const t of tracked) {
+      for (const p of [...t.since.keys()]) endBelief(t, p, end);
+      const stretches = overlapStretches(t.terms);
+      run.overlaps += stretches.length;
+      for (const s of stretches) if (run.overlapExamples.length < 10) run.overlapExamples.push({ election: tracked.indexOf(t), ...s });
+    }
     for (const off of offs) off();
     await Promise.all(hosts.map((host) => withDeadline(host.shutdown(60_000), 70_000, "closing a session process").catch(() => undefined)));
   }
