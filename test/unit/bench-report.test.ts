@@ -176,7 +176,7 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
   {
     label: "instants with two leaders, all scenarios",
     cell: (id) => {
-      const all = [results.graceful, results.crash, results.coldStart, results.scale.runs, results.natsIdle, results.partition]
+      const all = [results.graceful, results.crash, results.coldStart, results.scale.runs, results.natsIdle, results.overload ?? [], results.partition]
         .flatMap((list: Array<{ subject: string; safety: { trials: number; instants: number } }>) => list.filter((r) => r.subject === id));
       return { parts: [`${sum(all.map((r) => r.safety.instants))}`], n: sum(all.map((r) => r.safety.trials)) };
     },
