@@ -11,28 +11,33 @@ export const oursV2: Subject = {
     return {
       clientNote: V2_CLIENT_NOTE,
       member(spec: MemberSpec, listener: MemberListener): Member {
-        return new OursMember(client(spec.hosts ?? hosts), spec, listener);
+        return OursMember.on(client(spec.hosts ?? hosts), spec, listener);
       },
       async close() {},
     };
   },
 };
 
-/** A member of this library's election, on whichever client it is given (v2 or v3). */
+/** A member of this library's election: on whichever client it is given (v2 or v3), or on a session. */
 export class OursMember implements Member {
-  private readonly election: etcdLeader.Election;
   private started = false;
 
-  constructor(client: unknown, spec: MemberSpec, listener: MemberListener, private readonly onClose?: () => Promise<void>) {
-    this.name = spec.name;
-    this.election = etcdLeader(client, spec.key, spec.name, spec.ttl);
+  /** A member on `client`, with an election of its own. */
+  static on(client: unknown, spec: MemberSpec, listener: MemberListener, onClose?: () => Promise<void>): OursMember {
+    return new OursMember(etcdLeader(client, spec.key, spec.name, spec.ttl), spec.name, listener, onClose);
+  }
+
+  constructor(
+    private readonly election: etcdLeader.Election,
+    readonly name: string,
+    listener: MemberListener,
+    private readonly onClose?: () => Promise<void>,
+  ) {
     this.election.on("elected", (token) => listener.elected(token));
     this.election.on("unelected", () => listener.unelected("unelected"));
     this.election.on("leader", (name) => listener.leader(name));
     this.election.on("error", (err) => listener.error(err.message));
   }
-
-  readonly name: string;
 
   start(): void {
     this.started = true;

@@ -5,6 +5,7 @@
 import { Etcd3 } from "etcd3";
 import etcdLeader = require("../../src/index");
 import { SESSION_SUBJECT } from "./info";
+import { OursMember } from "./ours-v2";
 import type { Member, MemberListener, MemberSpec, Subject, SubjectRuntime } from "./types";
 
 export const oursV3Session: Subject = {
@@ -19,7 +20,7 @@ export const oursV3Session: Subject = {
         if (ttl !== undefined && spec.ttl !== ttl) throw new Error(`one session per process: TTL ${spec.ttl} s, the session's is ${ttl} s`);
         ttl = spec.ttl;
         session ??= etcdLeader.session(client, { ttl });
-        return new SessionMember(session.election(spec.key, spec.name), spec.name, listener);
+        return new OursMember(session.election(spec.key, spec.name), spec.name, listener);
       },
       async close() {
         await session?.close();
@@ -29,34 +30,3 @@ export const oursV3Session: Subject = {
   },
 };
 
-class SessionMember implements Member {
-  private started = false;
-
-  constructor(private readonly election: etcdLeader.Election, readonly name: string, listener: MemberListener) {
-    election.on("elected", (token) => listener.elected(token));
-    election.on("unelected", () => listener.unelected("unelected"));
-    election.on("leader", (leader) => listener.leader(leader));
-    election.on("error", (err) => listener.error(err.message));
-  }
-
-  start(): void {
-    this.started = true;
-    this.election.start();
-  }
-
-  stop(): void {
-    this.election.stop();
-  }
-
-  async close(): Promise<void> {
-    await this.election.leave();
-  }
-
-  isLeader(): boolean {
-    return this.election.isLeader();
-  }
-
-  isRunning(): boolean {
-    return this.started && this.election.isRunning();
-  }
-}

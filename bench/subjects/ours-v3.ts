@@ -13,7 +13,7 @@ export const oursV3: Subject = {
       member(spec: MemberSpec, listener: MemberListener): Member {
         // The client configuration the README recommends: keepalive and a short breaker.
         const own = new Etcd3(etcdLeader.etcd3Options({ hosts: spec.hosts ?? hosts }));
-        return new OursMember(own, spec, listener, async () => own.close());
+        return OursMember.on(own, spec, listener, async () => own.close());
       },
       async close() {},
     };
