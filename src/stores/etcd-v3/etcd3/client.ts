@@ -10,24 +10,30 @@
 //   a stream per renewal and leaves it open until etcd answers; so the backend
 //   opens the stream itself, through `leaseClient`, which etcd3 marks internal
 //   but has exposed since 0.2.
-// - Watches that report failures. An etcd3 Watcher reconnects on its own, but
-//   resumes after the revision etcd's "created" answer carried, past events it
-//   may not have delivered yet, so an event can be lost. `Watches` treats any
-//   disconnection as a failure instead, and the state machine starts the phase
-//   over from a fresh read.
+// - Watches that report failures, created many at once. An etcd3 Watcher
+//   reconnects on its own, but resumes after the revision etcd's "created"
+//   answer carried, past events it may not have delivered yet, so an event
+//   can be lost; and etcd3 creates one watch at a time. `Watches` runs on one
+//   Watch stream per client, opened through `watchClient` (marked internal by
+//   etcd3, exposed since 0.2), where creations are pipelined
+//   (watch-stream.ts) and a disconnection is a failure: the state machine
+//   starts the phase over from a fresh read.
+// - Reads of single keys batched into read-only transactions, through `kv`
+//   (internal as well), which takes a transaction as etcd does, with no
+//   comparison (key-reads.ts).
 //
 // Unary requests are not cancelled: etcd3 would count a cancelled call as a
 // failed connection and close every stream on it. An abandoned request runs
 // to its end (unary calls fail fast when etcd is unreachable) and its answer
 // is dropped (`untilAborted`).
-import type { IKeyValue, Namespace, Watcher } from "etcd3";
+import type { Namespace } from "etcd3";
 import { untilAborted } from "../../../util/abort";
 import { WatchCancelledError, type WatchEvent, type WatchSet, type WatchTarget } from "../port";
 import { Etcd3KeyValue } from "./key-value";
-import { guardWatchManager } from "./watch-guard";
+import { prefixEnd, watchStreamOf, type SharedWatchStream, type StreamWatch } from "./watch-stream";
 
 /** What the v3 backend needs of an etcd3 client. */
-export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "delete" | "if" | "watch" | "leaseClient">;
+export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "delete" | "if" | "kv" | "leaseClient" | "watchClient" | "prefix">;
 
 export function isEtcd3Client(client: unknown): client is Etcd3Client {
   if (typeof client !== "object" || client === null) return false;
@@ -37,7 +43,9 @@ export function isEtcd3Client(client: unknown): client is Etcd3Client {
     ["lease", "watch", "namespace", "getAll", "get", "put", "if"].every((method) => typeof c[method] === "function") &&
     typeof leaseClient === "object" &&
     leaseClient !== null &&
-    ["leaseGrant", "leaseKeepAlive", "leaseRevoke"].every((method) => typeof leaseClient[method] === "function")
+    ["leaseGrant", "leaseKeepAlive", "leaseRevoke"].every((method) => typeof leaseClient[method] === "function") &&
+    typeof (c.watchClient as Record<string, unknown> | undefined)?.watch === "function" &&
+    typeof (c.kv as Record<string, unknown> | undefined)?.txn === "function"
   );
 }
 
@@ -60,29 +68,35 @@ export function withGrpcStatus(err: unknown): unknown {
 }
 
 /**
- * A few etcd3 watchers feeding one queue of events, each added under a name,
- * all cancelled by `close()` or when the signal aborts. A watcher that etcd
- * cancels (see isCancelledByEtcd) fails the whole set unless it was added
- * with `reportCancel`; one that loses its stream always does.
+ * A few watches on the client's shared watch stream (watch-stream.ts) feeding
+ * one queue of events, each added under a name, all cancelled by `close()` or
+ * when the signal aborts. A watch that etcd cancels fails the whole set
+ * unless it was added with `reportCancel`; one that loses its stream always
+ * does.
  */
 export class Watches<Name extends string> implements WatchSet<Name> {
-  private readonly watchers = new Map<Name, Watcher>();
-  /** The watchers etcd has confirmed. */
-  private readonly confirmed = new WeakSet<Watcher>();
-  /** Each event with the watcher it came from, which remove() drops the undelivered events of. */
-  private queue: Array<WatchEvent<Name> & { readonly from: Watcher }> = [];
+  private readonly watches = new Map<Name, StreamWatch>();
+  /** The watches etcd has confirmed. */
+  private readonly confirmed = new WeakSet<StreamWatch>();
+  /** Each event with the watch it came from, which remove() drops the undelivered events of. */
+  private queue: Array<WatchEvent<Name> & { readonly from: StreamWatch }> = [];
   private failure: { error: unknown } | undefined;
   private wake: (() => void) | undefined;
   private closed = false;
+  private readonly stream: SharedWatchStream;
+  /** How many bytes of each key are the namespace's prefix. */
+  private readonly namespace: Buffer;
   private readonly onAbort = () => {
     this.fail(this.signal.reason);
     this.close();
   };
 
   constructor(
-    private readonly client: Etcd3Client,
+    client: Etcd3Client,
     private readonly signal: AbortSignal,
   ) {
+    this.stream = watchStreamOf(client);
+    this.namespace = client.prefix ?? EMPTY;
     if (signal.aborted) this.onAbort();
     else signal.addEventListener("abort", this.onAbort, { once: true });
   }
@@ -91,68 +105,57 @@ export class Watches<Name extends string> implements WatchSet<Name> {
   add(name: Name, target: WatchTarget, from: number): void {
     if (this.closed) return;
     this.remove(name);
-    guardWatchManager(this.client);
-    let builder = this.client.watch();
-    if (target.prefix !== undefined) builder = builder.prefix(target.prefix);
-    else if (target.key !== undefined) builder = builder.key(target.key);
-    else if (target.range !== undefined) builder = builder.inRange(target.range);
-    else throw new TypeError("a watch needs a key, a prefix or a range");
-    if (target.deletesOnly) builder = builder.only("delete");
-    // `watcher()` attaches at once and hands the watcher over before etcd
-    // confirms it, unlike `create()`: only so can a watch on an unreachable
-    // etcd be cancelled.
-    const watcher = builder.startRevision(String(from)).watcher();
-    const push = (type: "put" | "delete") => (kv: IKeyValue) => {
-      if (this.watchers.get(name) !== watcher) return;
-      // For a delete, etcd sets only the key and mod_revision (the deletion's revision).
-      this.queue.push({ watch: name, type, kv: new Etcd3KeyValue(kv), from: watcher });
-      this.wakeUp();
-    };
-    watcher.on("connected", () => {
-      if (this.watchers.get(name) === watcher) this.confirmed.add(watcher);
+    const watch = this.stream.watch({ ...this.keysOf(target), startRevision: String(from), deletesOnly: target.deletesOnly === true }, {
+      created: () => {
+        if (this.watches.get(name) === watch) this.confirmed.add(watch);
+      },
+      events: (events) => {
+        if (this.watches.get(name) !== watch) return;
+        // For a delete, etcd sets only the key and mod_revision (the deletion's revision).
+        for (const event of events) {
+          const type = event.type === "Delete" ? "delete" : "put";
+          this.queue.push({ watch: name, type, kv: new Etcd3KeyValue(event.kv, this.namespace.length), from: watch });
+        }
+        this.wakeUp();
+      },
+      cancelled: (reason, compactRevision) => {
+        if (this.watches.get(name) !== watch) return;
+        this.watches.delete(name);
+        const why = reason || (compactRevision !== "0" ? `the history it started from was compacted (at revision ${compactRevision})` : "no reason given");
+        const error = new WatchCancelledError(`etcd cancelled the watch: ${why}`);
+        if (!target.reportCancel) return this.fail(error);
+        this.queue.push({ watch: name, type: "cancelled", error, from: watch });
+        this.wakeUp();
+      },
+      failed: (err) => {
+        if (this.watches.get(name) === watch) this.fail(err);
+      },
     });
-    watcher.on("put", push("put"));
-    watcher.on("delete", push("delete"));
-    watcher.on("error", (err) => {
-      if (this.watchers.get(name) !== watcher) return;
-      // etcd3 reports an error only for a watch etcd cancelled, and has
-      // dropped it already. Cancelling it again would send etcd a cancel for a
-      // dead watch ID, whose answer etcd3 cannot place and throws on, in a
-      // promise nobody holds: an unhandled rejection.
-      this.watchers.delete(name);
-      if (!isCancelledByEtcd(err)) return this.fail(err);
-      const error = new WatchCancelledError(err.message.replace(/^Watcher canceled:?\s*/, ""), { cause: err });
-      if (!target.reportCancel) return this.fail(error);
-      this.queue.push({ watch: name, type: "cancelled", error, from: watcher });
-      this.wakeUp();
-    });
-    watcher.on("disconnected", (err) => {
-      if (this.watchers.get(name) === watcher) this.fail(err);
-    });
-    this.watchers.set(name, watcher);
+    this.watches.set(name, watch);
   }
 
   /** Stops the watch added under `name` and drops its undelivered events. */
   remove(name: Name): void {
-    const watcher = this.watchers.get(name);
-    if (!watcher) return;
-    this.watchers.delete(name);
-    this.queue = this.queue.filter((event) => event.from !== watcher);
-    cancel(watcher);
+    const watch = this.watches.get(name);
+    if (!watch) return;
+    this.watches.delete(name);
+    if (this.queue.length > 0) this.queue = this.queue.filter((event) => event.from !== watch);
+    watch.cancel();
   }
 
   /**
    * Whether an event received and not yet taken by next() passes `test`.
-   * etcd3 hands over every event of one answer at once, so right after next()
-   * returned an event, the events etcd sent with it (the same revision's) are here.
+   * etcd sends every event of one revision on one watch in one answer, which
+   * is queued whole, so right after next() returned an event, the events
+   * etcd sent with it are here.
    */
   anyQueued(test: (event: WatchEvent<Name>) => boolean): boolean {
     return this.queue.some(test);
   }
 
   created(name: Name): boolean {
-    const watcher = this.watchers.get(name);
-    return watcher !== undefined && this.confirmed.has(watcher) && !this.closed && !this.failure;
+    const watch = this.watches.get(name);
+    return watch !== undefined && this.confirmed.has(watch) && !this.closed && !this.failure;
   }
 
   /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */
@@ -166,9 +169,9 @@ export class Watches<Name extends string> implements WatchSet<Name> {
   }
 
   /**
-   * Closes on the next tick: etcd3 closes its watch stream once it carries
-   * no watch, so a watch added meanwhile (a new leader's of its own key)
-   * keeps the stream open instead of opening another.
+   * Closes on the next tick: the shared stream closes once it carries no
+   * watch, so a watch added meanwhile (a new leader's of its own key) keeps
+   * it open instead of opening another.
    */
   closeSoon(): void {
     process.nextTick(() => this.close());
@@ -178,8 +181,21 @@ export class Watches<Name extends string> implements WatchSet<Name> {
     if (this.closed) return;
     this.closed = true;
     this.signal.removeEventListener("abort", this.onAbort);
-    for (const name of [...this.watchers.keys()]) this.remove(name);
+    for (const name of [...this.watches.keys()]) this.remove(name);
     this.fail(new Error("watches closed"));
+  }
+
+  /** The target's keys as etcd is asked for them, with the namespace's prefix. */
+  private keysOf(target: WatchTarget): { key: Buffer; rangeEnd?: Buffer } {
+    const ns = this.namespace;
+    const withNamespace = (key: string) => (ns.length === 0 ? Buffer.from(key) : Buffer.concat([ns, Buffer.from(key)]));
+    if (target.prefix !== undefined) {
+      const key = withNamespace(target.prefix);
+      return { key, rangeEnd: prefixEnd(key) };
+    }
+    if (target.key !== undefined) return { key: withNamespace(target.key) };
+    if (target.range !== undefined) return { key: withNamespace(target.range.start), rangeEnd: withNamespace(target.range.end) };
+    throw new TypeError("a watch needs a key, a prefix or a range");
   }
 
   private fail(error: unknown): void {
@@ -193,6 +209,8 @@ export class Watches<Name extends string> implements WatchSet<Name> {
     wake?.();
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /**
  * etcd cancelled a watch. It does so when the history the watch starts from
@@ -209,9 +227,4 @@ export function isCancelledByEtcd(err: unknown): boolean {
 /** etcd does not know the lease: it expired or was revoked. */
 export function isLeaseNotFound(err: unknown): boolean {
   return err instanceof Error && /requested lease not found/.test(err.message);
-}
-
-function cancel(watcher: Watcher): void {
-  // Detaching waits for etcd to confirm; nothing here needs to wait for that.
-  watcher.cancel().catch(() => undefined);
 }

@@ -22,6 +22,7 @@ import {
 import { Etcd3Advisor } from "./advice";
 import { etcd3Call, isLeaseNotFound, Watches, withGrpcStatus, type Etcd3Client } from "./client";
 import { Etcd3KeyValue, rangeAnswer } from "./key-value";
+import { KeyReads } from "./key-reads";
 import { UnaryCalls } from "./unary-calls";
 import { keepAliveStreamOf, type SharedKeepAliveStream } from "./keepalive-stream";
 
@@ -39,15 +40,19 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
   private readonly keepAliveStream: SharedKeepAliveStream;
   /** Unary calls on the client's connection, a few dozen at a time (unary-calls.ts). */
   private readonly calls = new UnaryCalls();
+  /** Reads of one key each, made in one turn, sent together (key-reads.ts). */
+  private readonly keyReads: KeyReads;
 
   constructor(private readonly client: Etcd3Client) {
     this.advisor = new Etcd3Advisor(client);
     this.keepAliveStream = keepAliveStreamOf(client);
+    this.keyReads = new KeyReads(client, this.calls);
   }
 
   // A unary etcd3 call, bounded by `signal` (not cancelled: see client.ts);
   // its outcome also tells the advisor how the client fares.
   range(request: RangeRequest, operation: string, signal: AbortSignal): Promise<RangeAnswer> {
+    if (isPlainKeyRead(request)) return this.advisor.follow(etcd3Call(operation, this.keyReads.read(request.key, signal), signal));
     return this.advisor.follow(etcd3Call(operation, this.calls.run(() => this.rangeOf(request).exec(), signal), signal), plainRangeAnswer);
   }
 
@@ -153,6 +158,15 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
     if (revision !== undefined) builder = builder.revision(revision);
     return builder;
   }
+}
+
+/** A read of one key as it is now, and nothing else. */
+function isPlainKeyRead(request: RangeRequest): request is RangeRequest & { key: string } {
+  const { key, prefix, range, sortByCreate, limit, minCreateRevision, maxCreateRevision, revision } = request;
+  return (
+    key !== undefined &&
+    [prefix, range, sortByCreate, limit, minCreateRevision, maxCreateRevision, revision].every((option) => option === undefined)
+  );
 }
 
 function plainRangeAnswer(response: IRangeResponse): RangeAnswer {
