@@ -38,7 +38,11 @@ interface Row {
   figure(subject: SubjectInfo): Figure | undefined;
 }
 
-const fixed = (v: number, digits: number) => v.toFixed(digits).replace(/^-/, "−");
+/** A typographic minus for negative figures; none for one that rounds to zero ("0.00", not "−0.00"). */
+const fixed = (v: number, digits: number) => {
+  const text = v.toFixed(digits);
+  return Number(text) === 0 ? text.replace(/^-/, "") : text.replace(/^-/, "−");
+};
 const msText = (v: number, digits: number) => `${fixed(v, digits)} ms`;
 /** Milliseconds below a second, seconds above. */
 const duration = (v: number) => (Math.abs(v) < 1000 ? msText(v, 0) : `${fixed(v / 1000, 1)} s`);
