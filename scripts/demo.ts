@@ -119,8 +119,9 @@ function say(text: string): void {
 /** A state change `etcd-leader run --json` reports on stderr (src/cli/commands/run.ts); others are ignored. */
 interface MemberEvent {
   at: string;
-  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "command-start" | "command-stop";
+  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "command-start" | "command-stop" | "health";
   token?: number;
+  url?: string;
   leader?: string;
   error?: string;
   pid?: number;
@@ -143,6 +144,8 @@ class Member {
   /** The leader this member follows, from its `leader` events. */
   follows: string | undefined;
   token: number | undefined;
+  /** Where its health probes are served (its `health` event). */
+  probes: string | undefined;
   /** Set when the demo stops or kills the member on purpose. */
   expectedExit: "leave" | "kill" | undefined;
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -151,7 +154,9 @@ class Member {
   private stderrBuffer = "";
 
   constructor(readonly name: string, config: MemberConfig, private readonly onEvent: (m: Member, e: MemberEvent) => void) {
-    const args = ["run", "--json", "--api", config.api, "--endpoints", config.endpoints.join(","), "--ttl", String(config.ttl), "--name", name];
+    // Each member serves its health probes on a free port; only the leader's /readyz passes.
+    const probes = ["--health-addr", "127.0.0.1:0", "--readiness", "leader"];
+    const args = ["run", "--json", "--api", config.api, "--endpoints", config.endpoints.join(","), "--ttl", String(config.ttl), "--name", name, ...probes];
     this.child = spawn(process.execPath, ["--import", "tsx", cliMain, ...args, config.key, "--", ...LEADER_COMMAND], {
       cwd: repoRoot,
       stdio: ["ignore", "ignore", "pipe"],
@@ -317,8 +322,29 @@ function onMemberEvent(member: Member, event: MemberEvent): void {
     case "left":
       timeline(t, member.name, "left the election");
       break;
+    case "health":
+      member.probes = event.url;
+      break;
   }
+  if (event.event === "elected" || event.event === "unelected" || event.event === "leader") void printReadiness();
   recheck();
+}
+
+/** Each living member's GET /readyz (served with --readiness leader: 200 only while it leads), on one timeline line. */
+async function printReadiness(): Promise<void> {
+  const askedAt = Date.now();
+  const living = members.filter((m) => m.alive && m.probes !== undefined);
+  const answers = await Promise.all(
+    living.map(async (m) => {
+      try {
+        return `${m.name} ${(await fetch(`${m.probes}/readyz`, { signal: AbortSignal.timeout(1_000) })).status}`;
+      } catch {
+        return `${m.name} -`;
+      }
+    }),
+  );
+  // Stamped with when it was asked: what each member answered about that moment.
+  if (answers.length > 0) timeline(askedAt, "probes", `GET /readyz: ${answers.join(", ")}`);
 }
 
 function endTerm(member: Member, at: number): void {

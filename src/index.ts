@@ -7,6 +7,9 @@ import * as etcd3 from "./stores/etcd-v3/etcd3/options";
 import { backendFor } from "./stores/select";
 import * as diagnostics from "./election/diagnostics";
 import * as election from "./election/election";
+import type * as health from "./election/health";
+import * as healthProbes from "./operations/health-handler";
+import * as promMetrics from "./operations/metrics";
 import * as errors from "./contract/errors";
 import type * as changes from "./leadership/leader-feed";
 import * as lost from "./leadership/lost";
@@ -20,6 +23,8 @@ import * as settings from "./stores/settings";
 import type * as state from "./election/state";
 import type * as waiting from "./leadership/when-elected";
 import * as who from "./stores/who-leads";
+import * as inLine from "./stores/candidates";
+import type * as lineTypes from "./election/candidates";
 
 
 /**
@@ -108,6 +113,23 @@ namespace etcdLeader {
   }
 
   /**
+   * Who is in line at the election at `key`, read once without joining it:
+   * `{ scope: "line", members }`, every member in order, the leader first,
+   * each `{ name, token }`. Bounded by the request timeout. Bad arguments
+   * throw at once, as whoLeads's do.
+   */
+  export function candidates(target: WhoLeadsSettings): Promise<Candidates>;
+  export function candidates(client: unknown, key: string, options?: WhoLeadsOptions): Promise<Candidates>;
+  export function candidates(client: unknown, key?: string, options?: WhoLeadsOptions): Promise<Candidates> {
+    if (settings.isSettingsObject(client, key)) {
+      const { client: c, key: k, options: o } = settings.splitSettings(client as WhoLeadsSettings);
+      return inLine.candidates(c, k, o);
+    }
+    if (!client) throw new Error("etcd is required");
+    return inLine.candidates(client, argument("key", key), options);
+  }
+
+  /**
    * Options for `new Etcd3(...)` that elections need: gRPC keepalive, so a
    * connection that went silent is replaced in about 9 s instead of lasting
    * until the kernel's TCP timeout, and a circuit breaker that half-opens
@@ -132,6 +154,25 @@ namespace etcdLeader {
     const resolved = resolveSessionOptions(options);
     return new etcdSession.EtcdSession(client, { ...options }, resolved);
   }
+
+  /**
+   * A request handler answering `GET /livez` and `GET /readyz` with 200 or
+   * 503 and a JSON body, from `election.health()`: for `http.createServer()`,
+   * or as middleware (`app.use(...)`; other paths go to `next`). `target` is
+   * an election, a list of them, or a function returning them at each probe.
+   */
+  export const healthHandler = healthProbes.healthHandler;
+
+  /**
+   * Prometheus metrics for every election in the process, on prom-client
+   * (install it; it is loaded only when this is called): is_leader,
+   * fencing_token, leadership_changes_total, renewals_total,
+   * renewal_failures_total, renewal_seconds, last_renewal_age_seconds,
+   * time_to_first_term_seconds, state and errors_total, labelled by election
+   * and member. `options.register`: your registry (default prom-client's
+   * global one). `close()` stops and unregisters them.
+   */
+  export const metrics = promMetrics.electionMetrics;
 
   /** The node:diagnostics_channel names this package publishes on (see src/election/diagnostics.ts for the messages). */
   export const channels = diagnostics.channels;
@@ -187,6 +228,17 @@ namespace etcdLeader {
   export type OnLoss = scope.OnLoss;
   export type WaitOptions = waiting.WaitOptions;
   export type ElectionState = state.ElectionState;
+  export type Candidates = lineTypes.Candidates;
+  export type FencedWriteResult = contract.FencedWriteResult;
+  export type MetricsOptions = promMetrics.MetricsOptions;
+  export type ElectionMetrics = promMetrics.ElectionMetrics;
+  export type HealthOptions = health.HealthOptions;
+  export type ElectionHealth = health.ElectionHealth;
+  export type HealthVerdict = health.Verdict;
+  export type Readiness = health.Readiness;
+  export type HealthTarget = healthProbes.HealthTarget;
+  export type HealthRequestHandler = healthProbes.HealthRequestHandler;
+  export type HealthAnswer = healthProbes.HealthAnswer;
   export type StateMessage = diagnostics.StateMessage<election.Election>;
   export type RenewalMessage = diagnostics.RenewalMessage<election.Election>;
   export type RetryMessage = diagnostics.RetryMessage<election.Election | observer.LeaderObserver>;
@@ -204,6 +256,7 @@ namespace etcdLeader {
   export import LeadershipLostError = lost.LeadershipLostError;
   export import ElectionStoppedError = lost.ElectionStoppedError;
   export import MembershipRemovedError = lost.MembershipRemovedError;
+  export import LeadershipYieldedError = lost.LeadershipYieldedError;
 }
 
 export = etcdLeader;

@@ -30,8 +30,10 @@ import { abortError } from "./leadership/lost";
 import { optionsForBucket, splitOptions, timingFor, type NatsElectionOptions } from "./stores/nats-kv/options";
 import { LeaderObserver } from "./election/observer";
 import { resolveOptions } from "./election/options";
+import { readCandidates, type Candidates } from "./election/candidates";
+import { checkSignal } from "./util/abort";
 
-export type { NatsElectionOptions };
+export type { NatsElectionOptions, Candidates };
 
 /** The one-object form: `natsLeader({ bucket, key, name, ...options })`. */
 export interface NatsElectionSettings extends NatsElectionOptions {
@@ -94,6 +96,19 @@ export namespace natsLeader {
       if (signal?.aborted) throw abortError(signal.reason);
       throw err;
     }
+  }
+
+  /**
+   * Who is in line: on NATS KV the leader alone (`scope: "leader"`), since a
+   * member that does not lead holds nothing in the bucket.
+   */
+  export function candidates(
+    bucket: NatsKvBucket,
+    key: string,
+    options: { requestTimeout?: number; signal?: AbortSignal } = {},
+  ): Promise<Candidates> {
+    const { backend } = backendFor(bucket, key, "observer");
+    return readCandidates(backend, requestTimeout(options), checkSignal(options.signal, "candidates()"));
   }
 }
 

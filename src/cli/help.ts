@@ -66,6 +66,18 @@ Flags:
   --error-delay SECONDS   after a failed --on-elected hook, stay out of the
                         election this long before rejoining (default 10)
   --verbose             also report every renewal and the lease deadline it moved
+  --health-addr HOST:PORT   serve health probes there: GET /livez (200 unless
+                        this member has failed to reach the store, with no
+                        success in between, for --unhealthy-after) and
+                        GET /readyz (200 while running; with --readiness
+                        leader, only while leading), 503 otherwise, with a
+                        JSON body saying why (port 0: any free port, reported)
+  --readiness member|leader   who /readyz calls ready (default member)
+  --metrics-addr HOST:PORT   serve Prometheus metrics at /metrics there
+                        (is_leader, fencing_token, renewals, ...; needs
+                        prom-client installed); may be --health-addr's address
+  --unhealthy-after SECONDS   /livez fails after this long failing (default 60,
+                        or 3 TTLs if longer)
   --watch-rearm SECONDS   etcd: ask a watch again on a new connection after this
                         long, which catches a connection that died silently
                         (default 30; v2's long polls, v3 relies on gRPC keepalive)
@@ -80,6 +92,10 @@ Signals:
                         election (the next member is elected at once), and
                         exit 0. SIGHUP is what a closing terminal or a dropped
                         ssh session sends.
+  SIGUSR1               the leader yields: COMMAND is stopped as at the end
+                        of a term, the next member takes over at once, and
+                        this one stays in the election at the back of the
+                        line (its command starts again in its next term)
   a second one          exit at once, with 128 + its number, without leaving:
                         the helper process stops what still runs, and the next
                         member is elected once the TTL has run out
@@ -115,8 +131,14 @@ export const WHO_HELP = `Usage: etcd-leader who KEY [flags]
 Prints the leader of the election at KEY and its fencing token, once, and exits
 0; prints "nobody leads" and exits 3 when nobody does. 'status' is the same.
 
+  --all                 every member in line, the leader first, each with its
+                        token (--json: {"key","scope","members"}); on NATS KV,
+                        where members that do not lead hold nothing in the
+                        bucket, the leader alone (scope "leader")
+
 Examples:
   etcd-leader who /services/mailer/leader
+  etcd-leader who --all /services/mailer/leader
   etcd-leader who --json --endpoints https://10.0.0.1:2379 --cacert ca.pem /services/mailer/leader
   etcd-leader who --backend nats --bucket leaders mailer
 

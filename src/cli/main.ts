@@ -12,6 +12,7 @@ import { CliError, EXIT } from "./exit";
 import { RUN_HELP, TOOL_HELP, WATCH_HELP, WHO_HELP } from "./help";
 import { Reporter } from "./report";
 import { run, type RunSettings } from "./commands/run";
+import { parseAddress, type Address, type HealthSettings } from "./serve/endpoints";
 import type { Store } from "./stores/store";
 import { watch } from "./commands/watch";
 import { who } from "./commands/who";
@@ -52,14 +53,20 @@ const RUN: Options = {
   "watch-rearm": { type: "string" },
   "go-members": { type: "boolean" },
   verbose: { type: "boolean" },
+  "health-addr": { type: "string" },
+  "metrics-addr": { type: "string" },
+  readiness: { type: "string" },
+  "unhealthy-after": { type: "string" },
 };
 
 type Values = Record<string, string | boolean | undefined>;
 
+const WHO: Options = { ...COMMON, all: { type: "boolean" } };
+
 const COMMANDS = {
   run: { options: RUN, help: RUN_HELP },
-  who: { options: COMMON, help: WHO_HELP },
-  status: { options: COMMON, help: WHO_HELP },
+  who: { options: WHO, help: WHO_HELP },
+  status: { options: WHO, help: WHO_HELP },
   watch: { options: COMMON, help: WATCH_HELP },
 } as const;
 
@@ -96,7 +103,7 @@ export async function main(argv: string[], shutdown: AbortSignal): Promise<numbe
   try {
     if (command === "run") return await run(store, settings!, reporter, shutdown);
     if (command === "watch") return await watch(store, key, !!values.json, reporter, shutdown);
-    return await who(store, key, !!values.json);
+    return await who(store, key, !!values.json, !!values.all);
   } finally {
     await close(store);
   }
@@ -149,11 +156,38 @@ function runSettings(key: string, values: Values, commandLine: string[]): RunSet
     },
     errorDelayMs: number(values, "error-delay", 10, { min: 0 }) * 1000,
     verbose: !!values.verbose,
+    endpoints: { health: healthSettings(values), metrics: metricsAddress(values) },
     electionOptions: {
       ...(values["watch-rearm"] === undefined ? {} : { watchRearmInterval: number(values, "watch-rearm", 0, { min: 0.001 }) * 1000 }),
       ...(values["go-members"] ? { goMembers: true } : {}),
     },
   };
+}
+
+function healthSettings(values: Values): HealthSettings | undefined {
+  const address = values["health-addr"] as string | undefined;
+  if (address === undefined) {
+    for (const flag of ["readiness", "unhealthy-after"]) {
+      if (values[flag] !== undefined) throw usage(`--${flag} goes with --health-addr, which serves the probes it sets`, "run");
+    }
+    return undefined;
+  }
+  const parsed = parseAddress(address);
+  if (!parsed) throw usage(`--health-addr must be HOST:PORT (e.g. 127.0.0.1:8080, 0.0.0.0:8080, [::1]:8080), got ${JSON.stringify(address)}`, "run");
+  const readiness = (values.readiness as string | undefined) ?? "member";
+  if (readiness !== "member" && readiness !== "leader") {
+    throw usage(`--readiness must be member (every running member is ready) or leader (only the leader is), got ${JSON.stringify(readiness)}`, "run");
+  }
+  const unhealthyAfter = values["unhealthy-after"] === undefined ? undefined : number(values, "unhealthy-after", 0, { min: 0.001 }) * 1000;
+  return { ...parsed, readiness, unhealthyAfter };
+}
+
+function metricsAddress(values: Values): Address | undefined {
+  const address = values["metrics-addr"] as string | undefined;
+  if (address === undefined) return undefined;
+  const parsed = parseAddress(address);
+  if (!parsed) throw usage(`--metrics-addr must be HOST:PORT (e.g. 127.0.0.1:9464, 0.0.0.0:9464, [::1]:9464), got ${JSON.stringify(address)}`, "run");
+  return parsed;
 }
 
 /** Flags of one store given to the other, and what to give instead. */

@@ -174,4 +174,32 @@ export interface ElectionBackend<M extends Membership = Membership> {
 
   /** One read of who leads now, without taking part; undefined when nobody does. */
   readLeader(signal: AbortSignal): Promise<Leader | undefined>;
+
+  /**
+   * Queue-style stores, optionally: one read of every member in line, in
+   * order (the leader first), each with its name and token, without taking
+   * part. A backend without it is asked `readLeader` instead, and its
+   * candidates are the leader alone (a race-style store holds nothing for a
+   * member that does not lead).
+   */
+  readCandidates?(signal: AbortSignal): Promise<readonly Leader[]>;
+
+  /**
+   * Stores that can refuse a write themselves once a term is over (etcd v3),
+   * optionally: sends `operations` (the store client's own, such as etcd3's
+   * put and delete builders) in one transaction that the store applies only
+   * while `membership` still holds the election as it did when the term
+   * began, and says whether it did. For whileLeading's `fenced`.
+   */
+  fencedWrite?(membership: M, operations: readonly unknown[], signal: AbortSignal): Promise<FencedWriteResult>;
+}
+
+/** What a fenced write came to. */
+export interface FencedWriteResult {
+  /** True if the store applied the operations: the term still held when the store checked. */
+  readonly succeeded: boolean;
+  /** The store's revision after the transaction. */
+  readonly revision: number;
+  /** The store's own answer (etcd3: the ITxnResponse), for the operations' results. */
+  readonly response: unknown;
 }

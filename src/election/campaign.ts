@@ -12,7 +12,7 @@
 import { callBackend as call } from "../contract/answers";
 import type { Claim, ElectionBackend, Leader, Membership } from "../contract/backend";
 import { isMembershipLost, MembershipLostError, type ElectionPhase } from "../contract/errors";
-import { MembershipRemovedError, type LeadershipLostError } from "../leadership/lost";
+import { LeadershipYieldedError, MembershipRemovedError, type LeadershipLostError } from "../leadership/lost";
 import { ChildAbortController, sleep, untilAborted } from "../util/abort";
 import { Backoff } from "../util/backoff";
 import type { Clock } from "../util/clock";
@@ -47,11 +47,19 @@ export interface CampaignHost<M extends Membership> {
 
 /** Aborts a phase when its watches may be stale: start it over without counting a failure. */
 const RESYNC = Symbol("resync");
+/** Aborts the leading phase for yield(): give the membership up and join again at the back. */
+const YIELD = Symbol("yield");
+/** On a race-style store, how long a member that yielded leaves the key to others before it competes again (at most the request timeout). */
+const YIELD_PAUSE_MS = 1_000;
 
 export class Campaign<M extends Membership> {
   private readonly backoff: Backoff;
   /** What this member holds on the store: from joining (queue-style stores) or from winning (race-style). */
   private claim: Claim<M> | undefined;
+  /** The phase this run leads in, while it leads: what yieldTerm() aborts. */
+  private leading: ChildAbortController | undefined;
+  /** Held for stop()'s drain (holdForDrain). */
+  private holding = false;
   private renewal: Renewal<M> | undefined;
   private membershipLost: unknown;
   /** The deletion stop() started, if it did. */
@@ -120,13 +128,24 @@ export class Campaign<M extends Membership> {
           const confirmedAt = await this.provenAlive(this.renewal!, phaseSignal);
           if (signal.aborted) break;
           host.lead(turn, confirmedAt, this.phase);
+          this.leading = this.phase;
           await untilAborted("lead", call(() => this.backend.awaitLoss(turn.membership, phaseSignal)), phaseSignal);
           throw new MembershipLostError(`membership ${turn.membership.id} was removed from the store`);
         } catch (thrown) {
           if (signal.aborted) break;
+          if (this.holding) {
+            // Draining for stop(): whatever ended the phase, wait for the
+            // run's end (when the drain is over) with what is still held.
+            await untilAborted("drain", new Promise<never>(() => undefined), signal).catch(() => undefined);
+            break;
+          }
           const reason = this.phase.signal.aborted ? this.phase.signal.reason : thrown;
           if (reason === RESYNC) {
             log.election("%s resynchronising after a store outage", host.name);
+            continue;
+          }
+          if (reason === YIELD) {
+            await this.yieldMembership();
             continue;
           }
           if (isMembershipLost(reason)) {
@@ -145,6 +164,7 @@ export class Campaign<M extends Membership> {
           if (isMembershipLost(reason)) backoff.reset();
           await this.backOff(step, reason);
         } finally {
+          this.leading = undefined;
           this.phase.release(new Error("phase over"));
           this.phase = this.newPhase();
         }
@@ -154,6 +174,51 @@ export class Campaign<M extends Membership> {
       this.renewal?.stop();
       if (this.claim) await (this.departure ?? this.calls.leave(this.claim.membership));
     }
+  }
+
+  /**
+   * Gives up the term being led, to go to the back of the line: false if this
+   * run does not lead now. The leading phase ends; the run then steps down,
+   * deletes its membership, and joins again (yieldMembership).
+   */
+  /**
+   * stop() drains the term's routines before the membership goes: until the
+   * run's signal aborts, this run keeps (and renews) what it holds, and
+   * neither rejoins nor leads again, whatever happens meanwhile. False if it
+   * holds nothing to keep.
+   */
+  holdForDrain(): boolean {
+    if (!this.claim) return false;
+    this.holding = true;
+    return true;
+  }
+
+  yieldTerm(): boolean {
+    const leading = this.leading;
+    if (!leading || leading !== this.phase || leading.signal.aborted) return false;
+    leading.abort(YIELD);
+    return true;
+  }
+
+  /**
+   * After yieldTerm(): the term ends (its scopes' signals abort with a
+   * LeadershipYieldedError, `unelected` is emitted), then the membership is
+   * deleted, so that the next member in line takes over at once, and the
+   * loop joins again, at the back. On a race-style store, where nobody is in
+   * line, it waits a moment before competing again, so that a member racing
+   * for the key wins it; if none does, it wins it back.
+   */
+  private async yieldMembership(): Promise<void> {
+    this.host.stepDown(new LeadershipYieldedError("this member yielded its term"));
+    const claim = this.claim;
+    this.setLeaveOnStop(undefined);
+    this.renewal?.stop();
+    this.renewal = undefined;
+    this.claim = undefined;
+    if (claim) await this.calls.leave(claim.membership);
+    log.election("%s yielded: left its membership, joining again", this.host.name);
+    this.backoff.reset();
+    if (!this.backend.join) await sleep(this.clock, Math.min(this.options.requestTimeout, YIELD_PAUSE_MS), this.signal).catch(() => undefined);
   }
 
   private newPhase(): ChildAbortController {

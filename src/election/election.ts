@@ -10,17 +10,19 @@ import { leaderProblem } from "../contract/answers";
 import type { Claim, ElectionBackend, Leader, Membership } from "../contract/backend";
 import { ElectionError, type ElectionPhase } from "../contract/errors";
 import { LeaderFeed, type LeaderChanges } from "../leadership/leader-feed";
-import { ElectionStoppedError, LeaseExpiredError, type LeadershipLostError } from "../leadership/lost";
+import { abortError, ElectionStoppedError, LeaseExpiredError, type LeadershipLostError } from "../leadership/lost";
 import { Term } from "../leadership/term";
-import { whenElected, type LeadershipHost, type WaitOptions } from "../leadership/when-elected";
+import { whenElected, type FencedWriter, type LeadershipHost, type WaitOptions } from "../leadership/when-elected";
 import { whileLeading, type LeadershipRoutine, type WhileLeadingOptions } from "../leadership/while-leading";
-import { checkOptions, checkSignal, emitSafely, onAbort } from "../util/abort";
+import { checkOptions, checkSignal, emitSafely, onAbort, untilAborted } from "../util/abort";
 import { later, systemClock, wallNow, type Clock } from "../util/clock";
 import { defineAsyncDispose } from "../util/dispose";
 import { log } from "../util/log";
 import { Campaign, type CampaignHost } from "./campaign";
 import { publishError, publishRenewal, publishRetry, publishState } from "./diagnostics";
 import type { ResolvedOptions } from "./options";
+import { readCandidates, type Candidates } from "./candidates";
+import { judgeHealth, resolveHealthOptions, type ElectionHealth, type HealthOptions } from "./health";
 import { electionState, type CampaignActivity, type ElectionState } from "./state";
 import { StoreCalls } from "./store-calls";
 
@@ -45,9 +47,17 @@ export interface StartOptions {
 export class Election<M extends Membership = Membership> extends EventEmitter<ElectionEvents> {
   private runController: AbortController | undefined;
   private readonly campaigns = new Set<Promise<void>>();
+  /** The current run's loop, for yield() and the drain. */
+  private campaign: Campaign<M> | undefined;
+  /** The whileLeading routines running in the current term, until each settles: what stop() drains. */
+  private readonly routines = new Set<Promise<void>>();
+  /** A stop()'s drain under way: resolves once the membership was handed over and the run ended. */
+  private draining: Promise<void> | undefined;
   private readonly calls: StoreCalls<M>;
   /** The term this member leads in, while it does. */
   private term: Term | undefined;
+  /** The membership the current term was won on (for fenced writes). */
+  private termMembership: M | undefined;
   /** Ends the phase the current term belongs to when its deadline passes. */
   private onTermExpired: ((error: LeaseExpiredError) => void) | undefined;
   /** Made when the first scope listens: most members never open one. */
@@ -60,6 +70,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private detachStartSignal: (() => void) | undefined;
   /** Gives up the current run's membership; set while it holds one, for stop() to call first. */
   private leaveOnStop: (() => void) | undefined;
+  /** Since the first store error with no success after it (clock.now()), and the last error's message; for health(). */
+  private failing: { readonly since: number; lastError: string } | undefined;
 
   constructor(
     private readonly backend: ElectionBackend<M>,
@@ -88,13 +100,23 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.runController = controller;
     if (signal) this.detachStartSignal = onAbort(signal, () => this.stop());
     this.activity = "joining";
+    this.failing = undefined;
     this.reportState();
-    process.nextTick(() => {
+    const begin = () => {
       if (controller.signal.aborted) return;
-      const run = new Campaign(this.campaignHost(), this.backend, this.calls, this.options, this.clock, this.random, controller.signal).run();
+      const campaign = new Campaign(this.campaignHost(), this.backend, this.calls, this.options, this.clock, this.random, controller.signal);
+      this.campaign = campaign;
+      const run = campaign.run();
       this.campaigns.add(run);
-      void run.finally(() => this.campaigns.delete(run));
-    });
+      void run.finally(() => {
+        this.campaigns.delete(run);
+        if (this.campaign === campaign) this.campaign = undefined;
+      });
+    };
+    // A start() during the last stop()'s drain joins once that is over: the
+    // old run still holds its membership until then.
+    if (this.draining) void this.draining.then(() => process.nextTick(begin));
+    else process.nextTick(begin);
     return this;
   }
 
@@ -117,11 +139,26 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     // event loop later (campaign()): clients put a request on the wire only
     // after the turn it was made in, and unwinding in that turn held the
     // deletion back by about a millisecond, a quarter of a failover.
+    const wasLeading = this.isLeader();
     this.stepDown(stopped);
     const leave = this.leaveOnStop;
     this.leaveOnStop = undefined;
-    leave?.();
-    controller.abort(stopped);
+    const routines = [...this.routines];
+    if (wasLeading && routines.length > 0 && this.options.drainTimeout > 0 && this.campaign?.holdForDrain()) {
+      // The drain: the routines' signals have aborted (the step-down above);
+      // the membership, first in line, stays held and renewed until they have
+      // settled or the bound passes, so no successor's routine starts while
+      // ours still finishes.
+      log.election("%s draining %d routine(s) before leaving (at most %d ms)", this.name, routines.length, this.options.drainTimeout);
+      const drained = this.draining = settledOrAfter(routines, this.options.drainTimeout, this.clock).then(() => {
+        leave?.();
+        controller.abort(stopped);
+        if (this.draining === drained) this.draining = undefined;
+      });
+    } else {
+      leave?.();
+      controller.abort(stopped);
+    }
     this.leaderName = undefined;
     this.leaders.publish(undefined);
     this.reportState();
@@ -135,6 +172,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
    */
   async leave(): Promise<void> {
     this.stop();
+    await this.draining;
     await Promise.all([...this.campaigns]);
     await this.calls.departed();
   }
@@ -171,6 +209,102 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   /** When (Date.now() ms) the store last confirmed this member's membership: its creation or a renewal. */
   get lastRenewedAt(): number | undefined {
     return this.renewedAt;
+  }
+
+  /**
+   * Stops leading and goes to the back of the line, without leaving the
+   * election (Curator's requeue, Spring's yield): the term ends (`unelected`;
+   * whileLeading's signal aborts with a LeadershipYieldedError, and its
+   * routine runs again in this member's next term), the membership is
+   * deleted so that the next member in line takes over at once, and this
+   * member joins again behind the others. Resolves once another member leads,
+   * or once this one leads again because nobody else took over; at once if
+   * this member does not lead. Rejects with an AbortError if the election
+   * stops or `signal` aborts first. On a race-style store (NATS KV), where
+   * nobody is in line, the member leaves the key to the others for a moment
+   * (the request timeout, at most 1 s) before it competes again.
+   */
+  yield(options?: WaitOptions): Promise<void> {
+    let signal: AbortSignal | undefined;
+    try {
+      signal = checkSignal(checkOptions(options, "yield()").signal, "yield()");
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (signal?.aborted) return Promise.reject(abortError(signal.reason));
+    const campaign = this.campaign;
+    const run = this.runController?.signal;
+    if (!this.isLeader() || !campaign || !run) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const cleanup = () => {
+        this.off("leader", onLeader);
+        this.off("elected", onElected);
+        stopFollowingRun();
+        stopFollowingCaller?.();
+      };
+      const done = () => {
+        cleanup();
+        resolve();
+      };
+      const fail = (reason: unknown) => {
+        cleanup();
+        reject(abortError(reason));
+      };
+      const onLeader = (name: string) => {
+        if (name !== this.name) done();
+      };
+      const onElected = () => done();
+      this.on("leader", onLeader);
+      this.on("elected", onElected);
+      const stopFollowingRun = onAbort(run, () => fail(run.reason));
+      const stopFollowingCaller = signal ? onAbort(signal, () => fail(signal.reason)) : undefined;
+      if (!campaign.yieldTerm()) done();
+    });
+  }
+
+  /**
+   * What a health probe needs: the state, whether it leads, how long since the
+   * store confirmed it, and two verdicts with their reasons: `live` (false
+   * once the member has failed to reach the store, with no success in
+   * between, for longer than `unhealthyAfter`) and `ready` (every running
+   * member; with `readiness: "leader"`, only the leader). See health.ts.
+   * Throws a TypeError or RangeError, naming the value, for bad options.
+   */
+  health(options?: HealthOptions): ElectionHealth {
+    const resolved = resolveHealthOptions(options, this.options.ttlMs);
+    const leading = this.isLeader();
+    const now = this.clock.now();
+    return judgeHealth(
+      {
+        name: this.name,
+        store: this.store,
+        running: this.isRunning(),
+        state: this.state,
+        leading,
+        fencingToken: this.fencingToken(),
+        leader: this.currentLeader(),
+        sinceConfirmedMs: this.renewedAt === undefined ? undefined : Math.max(0, wallNow(this.clock) - this.renewedAt),
+        failingForMs: this.failing === undefined ? undefined : Math.max(0, now - this.failing.since),
+        lastError: this.failing?.lastError,
+      },
+      resolved,
+    );
+  }
+
+  /**
+   * Who is in line, read once from the store: `{ scope: "line", members }`,
+   * every member in order, the leader first, each `{ name, token }` (etcd);
+   * or `{ scope: "leader", members }`, the leader alone, on a store that
+   * holds nothing for the others (NATS KV). Works whether this member runs or
+   * not; bounded by the request timeout and by `signal`.
+   */
+  candidates(options?: WaitOptions): Promise<Candidates> {
+    try {
+      const signal = checkSignal(checkOptions(options, "candidates()").signal, "candidates()");
+      return readCandidates(this.backend, this.options.requestTimeout, signal);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -213,8 +347,12 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       follow: (leader) => this.follow(leader),
       lead: (turn, confirmedAt, phase) => this.lead(turn, confirmedAt, phase),
       stepDown: (reason) => this.stepDown(reason),
-      held: () => (this.renewedAt = wallNow(this.clock)),
+      held: () => {
+        this.failing = undefined;
+        this.renewedAt = wallNow(this.clock);
+      },
       renewed: (membership, sentAt) => {
+        this.failing = undefined;
         this.term?.extend(sentAt);
         this.renewalConfirmed(membership, sentAt);
       },
@@ -239,6 +377,22 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
         listeners.add(listener);
         return () => listeners.delete(listener);
       },
+      fencedWriter: (term) => this.fencedWriter(term),
+      routineRunning: (settled) => {
+        this.routines.add(settled);
+        void settled.then(() => this.routines.delete(settled));
+      },
+    };
+  }
+
+  /** For `term`'s scopes: the backend's fenced write on the membership the term was won on, bounded by the request timeout. */
+  private fencedWriter(term: Term): FencedWriter | undefined {
+    const backend = this.backend;
+    const membership = term === this.term ? this.termMembership : undefined;
+    if (!backend.fencedWrite || !membership) return undefined;
+    return (...operations) => {
+      const bound = AbortSignal.timeout(this.options.requestTimeout);
+      return untilAborted("fenced write", Promise.resolve().then(() => backend.fencedWrite!(membership, operations, bound)), bound);
     };
   }
 
@@ -251,6 +405,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       this.report("wait", new TypeError(`${this.store} reported a leader that ${problem}; it is ignored`), 1);
       return;
     }
+    // The store answered: on a race-style store, the only sign of it a follower gets.
+    this.failing = undefined;
     this.leaders.publish(leader);
     if (leader === undefined || leader.name === this.leaderName) return;
     this.leaderName = leader.name;
@@ -263,6 +419,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
    * term after a resynchronisation, it only extends the term.
    */
   private lead(turn: Claim<M>, confirmedAt: number, phase: AbortController): void {
+    // A run that stop() holds for its drain never leads again.
+    if (!this.runController) return;
     const current = this.term;
     if (current?.isValid() && current.token === turn.token) {
       this.onTermExpired = (error) => phase.abort(error);
@@ -271,6 +429,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     if (current) this.stepDown(new LeaseExpiredError("the term's deadline passed"));
     const term = new Term(turn.token, this.clock, this.horizonFor(turn), confirmedAt, (error) => this.expireTerm(error));
     this.term = term;
+    this.termMembership = turn.membership;
+    this.failing = undefined;
     this.onTermExpired = (error) => phase.abort(error);
     this.leaderName = undefined;
     // The scopes waiting for a term hear first, then the leader feed, then `elected` listeners.
@@ -321,6 +481,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   private report(phase: ElectionPhase, error: unknown, attempt: number): void {
     const wrapped = new ElectionError(phase, attempt, error);
+    if (this.failing) this.failing.lastError = wrapped.message;
+    else this.failing = { since: this.clock.now(), lastError: wrapped.message };
     log.election("%s: %s", this.name, wrapped.message);
     publishError(() => ({ source: this, member: this.name, store: this.store, error: wrapped }));
     emitSafely(() => this.emit("error", wrapped));
@@ -369,6 +531,17 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private retrying(phase: ElectionPhase, error: unknown, attempt: number, delayMs: number): void {
     publishRetry(() => ({ source: this, member: this.name, store: this.store, phase, attempt, delayMs, error }));
   }
+}
+
+/** Resolves once every one of `routines` has settled, or after `ms`, whichever comes first. */
+function settledOrAfter(routines: Array<Promise<void>>, ms: number, clock: Clock): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = clock.setTimeout(resolve, ms);
+    void Promise.all(routines).then(() => {
+      clock.clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 defineAsyncDispose(Election, function (this: Election) {

@@ -19,6 +19,15 @@ export interface ElectionOptions {
   retryInitialDelay?: number;
   /** Longest delay between retries. Default 5 s, or the refresh interval if that is shorter. */
   retryMaxDelay?: number;
+  /**
+   * On stop(), leave() or `await using` while leading: how long the
+   * membership is held, renewed, after the step-down, for the whileLeading
+   * routines of the term to settle, so that the successor's routine does not
+   * start while ours is still finishing. Given up as soon as they have all
+   * settled. Default the TTL (a clean stop is then never slower than a
+   * crash); 0 gives the membership up at once.
+   */
+  drainTimeout?: number;
   /** Options of the etcd v2 store (a node-etcd client); refused with any other client. */
   v2?: EtcdV2Options | undefined;
   /** The old place of `v2.watchRearmInterval`, still accepted (with any etcd client, as before). */
@@ -51,6 +60,7 @@ const OPTION_NAMES: ReadonlySet<string> = new Set(
     requestTimeout: true,
     retryInitialDelay: true,
     retryMaxDelay: true,
+    drainTimeout: true,
     v2: true,
     watchRearmInterval: true,
   } satisfies Record<keyof ElectionOptions, true>),
@@ -76,6 +86,8 @@ export interface ResolvedOptions {
   readonly requestTimeout: number;
   readonly retryInitialDelay: number;
   readonly retryMaxDelay: number;
+  /** How long stop() holds the membership for the term's routines to settle (0: not at all). */
+  readonly drainTimeout: number;
   /** From a renewal's send time: past this a leader must assume it lost. */
   readonly leaseHorizon: number;
 }
@@ -122,6 +134,8 @@ export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): Res
   const requestTimeout = duration("requestTimeout", options.requestTimeout, Math.min(ttlMs / 2, 5000));
   const retryInitialDelay = duration("retryInitialDelay", options.retryInitialDelay, 100);
   const retryMaxDelay = duration("retryMaxDelay", options.retryMaxDelay, Math.min(5000, refreshInterval));
+  // 0 is allowed here: no drain.
+  const drainTimeout = options.drainTimeout === 0 ? 0 : duration("drainTimeout", options.drainTimeout, ttlMs);
 
   const leaseHorizon = ttlMs - stepDownMargin;
   // A message names which of its values are defaults: the user set the others.
@@ -139,7 +153,7 @@ export function resolveOptions(ttl: unknown, options: ElectionOptions = {}): Res
   }
   return {
     ttlSeconds, ttlMs, refreshInterval, stepDownMargin, requestTimeout,
-    retryInitialDelay, retryMaxDelay, leaseHorizon,
+    retryInitialDelay, retryMaxDelay, drainTimeout, leaseHorizon,
   };
 }
 

@@ -15,6 +15,11 @@ export class ElectionStoppedError extends LeadershipLostError {
   override readonly name: string = "ElectionStoppedError";
 }
 
+/** `election.yield()`: this member gave its term up to go to the back of the line, still in the election. */
+export class LeadershipYieldedError extends LeadershipLostError {
+  override readonly name: string = "LeadershipYieldedError";
+}
+
 /**
  * The leader could not confirm its membership in time and had to assume it
  * lost it: no renewal was confirmed within the TTL less the step-down margin

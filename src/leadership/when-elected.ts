@@ -2,6 +2,7 @@
 // in whileLeading() (while-leading.ts). A wait that is called off leaves nothing
 // behind: its listeners are removed at once, and a wait that joined the
 // election only for itself leaves it again.
+import type { FencedWriteResult } from "../contract/backend";
 import { checkOptions, checkSignal } from "../util/abort";
 import { abortError, ElectionStoppedError } from "./lost";
 import type { Term } from "./term";
@@ -20,7 +21,14 @@ export interface LeadershipHost {
   runSignal(): AbortSignal | undefined;
   /** Calls `listener` as each term begins, before `elected` is emitted; returns the way to stop. */
   onTerm(listener: (term: Term) => void): () => void;
+  /** A write the store applies only while `term` holds, where the store can (etcd v3); undefined elsewhere. */
+  fencedWriter(term: Term): FencedWriter | undefined;
+  /** A whileLeading routine runs in the current term until `settled` resolves: stop() drains it before giving the membership up. */
+  routineRunning(settled: Promise<void>): void;
 }
+
+/** Sends the store client's operations in one transaction the store applies only while the term holds. */
+export type FencedWriter = (...operations: unknown[]) => Promise<FencedWriteResult>;
 
 export interface WaitOptions {
   /** Gives up waiting when it aborts: the promise rejects with an AbortError whose `cause` is the signal's reason. */

@@ -34,7 +34,7 @@
 import { checkOptions, checkSignal, onAbort } from "../util/abort";
 import { abortError, ElectionStoppedError, LeadershipLostError, LeaseExpiredError } from "./lost";
 import type { Term } from "./term";
-import { untilElected, type LeadershipHost } from "./when-elected";
+import { untilElected, type FencedWriter, type LeadershipHost } from "./when-elected";
 
 /** What the routine gets: one term of leadership. */
 export interface LeadershipTerm {
@@ -50,6 +50,18 @@ export interface LeadershipTerm {
   isLeader(): boolean;
   /** Milliseconds this term may still last without a further renewal; 0 once it is over. */
   leaseRemaining(): number;
+  /**
+   * On etcd v3, a write that etcd itself refuses once this term is over:
+   * `fenced(client.put("/jobs/state").value("done"))` sends the operations
+   * (the etcd3 client's put, delete and get builders) in one transaction
+   * that etcd applies only while this term's key stands as it did when the
+   * term began, and resolves with `{ succeeded }`, false once the term is
+   * over, however late the write arrives (a leader paused past its deadline).
+   * It is sent even when isLeader() is false: etcd decides. Bounded by the
+   * request timeout: a RequestTimeoutError leaves the outcome unknown.
+   * Undefined on stores that cannot refuse a write themselves (etcd v2, NATS KV).
+   */
+  readonly fenced: FencedWriter | undefined;
 }
 
 export type LeadershipRoutine<T> = (term: LeadershipTerm) => T | PromiseLike<T>;
@@ -123,13 +135,17 @@ async function runInTerm<T>(
     token: term.token,
     isLeader,
     leaseRemaining: () => (isLeader() ? host.leaseRemaining() : 0),
+    fenced: host.fencedWriter(term),
   };
+  let settled!: () => void;
+  host.routineRunning(new Promise<void>((resolve) => (settled = resolve)));
   try {
     const value = await routine(scope);
     return { termHeld: isLeader(), ok: true, value };
   } catch (error) {
     return { termHeld: isLeader(), ok: false, error };
   } finally {
+    settled();
     stopFollowingTerm();
     stopFollowingCaller?.();
   }

@@ -47,6 +47,34 @@ for (const api of STORES) {
       await a.exited;
     });
 
+    it("who --all prints every member in line, the leader first (on NATS KV the leader alone, and says so)", async () => {
+      const key = `/cli-who-all/${randomUUID()}`;
+      const log = newLog();
+      const run = (name: string) => startCli(["run", "--json", ...connection(), "--ttl", "2", "--name", name, key, "--", process.execPath, CHILD, log.path]);
+      const a = run("worker-a");
+      const elected = await a.next("elected", START_MS);
+      const b = run("worker-b");
+      await b.next("leader", START_MS);
+      const json = await runCli(["who", "--all", "--json", ...connection(), key]);
+      assert.equal(json.code, 0, json.stderr);
+      const line = JSON.parse(json.stdout) as { key: string; scope: string; members: Array<{ name: string; token: number }> };
+      const readable = await runCli(["who", "--all", ...connection(), key]);
+      assert.equal(readable.code, 0, readable.stderr);
+      if (api === "nats") {
+        assert.deepEqual([line.scope, line.members.map((m) => m.name)], ["leader", ["worker-a"]]);
+        assert.match(readable.stdout, /^leader +worker-a \(token \d+\)\n\(NATS KV .*only the leader is known\)$/);
+      } else {
+        assert.deepEqual([line.scope, line.members.map((m) => m.name)], ["line", ["worker-a", "worker-b"]]);
+        assert.equal(line.members[0]!.token, elected.value);
+        assert.match(readable.stdout, new RegExp(`^leader +worker-a \\(token ${elected.value}\\)\\n +2 +worker-b \\(token \\d+\\)$`));
+      }
+      a.kill("SIGTERM");
+      b.kill("SIGTERM");
+      await Promise.all([a.exited, b.exited]);
+      const nobody = await runCli(["who", "--all", ...connection(), key]);
+      assert.deepEqual([nobody.code, nobody.stdout], [3, `nobody leads ${key}`]);
+    });
+
     for (const format of ["readable", "json"] as const) {
       it(`watch prints each change of leader as it happens (${format})`, async () => {
         const key = `/cli-watch/${randomUUID()}`;

@@ -27,8 +27,10 @@ const RUN_TIMEOUT_MS = 60_000;
 const PRINTS: RegExp[] = [
   /invoice inv-3 sent under fencing token \d+\n3 invoices sent/,
   /the job ran/,
+  /written under this term/,
   /leading with fencing token \d+/,
   /nobody leads/,
+  /nobody in line/,
   /consumer-1 leads \(token \d+\)/,
   /fencing token \d+/,
   /reporter-1: stopped -> joining\nreporter-1: joining -> following\nreporter-1: following -> leading\nreporter-1: leading -> stopped/,

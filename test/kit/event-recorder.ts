@@ -26,7 +26,11 @@ export type CliStepName =
   | "hook-start"
   | "hook-ok"
   | "hook-failed"
-  | "error-state";
+  | "error-state"
+  | "health"
+  | "metrics"
+  | "yield"
+  | "yielded";
 
 export type RecordedEventName = ElectionEventName | "renewed" | "exit" | CliStepName;
 

@@ -243,6 +243,48 @@ async function sessionUsage(client: unknown): Promise<void> {
   void error;
 }
 
+/** Health probes: the verdicts are typed, and only the known readiness modes and a number bound pass. */
+function healthUsage(election: etcdLeader.Election): void {
+  const health = election.health({ readiness: "leader", unhealthyAfter: 30_000 });
+  expectType<Equal<typeof health.live.ok, boolean>>();
+  expectType<Equal<typeof health.ready.reason, string>>();
+  expectType<Equal<typeof health.state, etcdLeader.ElectionState>>();
+  expectType<Equal<typeof health.fencingToken, number | undefined>>();
+  // @ts-expect-error readiness is "member" or "leader"
+  election.health({ readiness: "follower" });
+  // @ts-expect-error the bound is milliseconds, a number
+  election.health({ unhealthyAfter: "30s" });
+  const handler: etcdLeader.HealthRequestHandler = etcdLeader.healthHandler([election], { readiness: "member" });
+  etcdLeader.healthHandler(() => [election]);
+  // @ts-expect-error the handler answers for elections
+  etcdLeader.healthHandler("election");
+  void handler;
+}
+
+/** Who is in line, yield, fenced writes and metrics: typed results, and the options they take. */
+async function operatorUsage(election: etcdLeader.Election, client: unknown): Promise<void> {
+  const line = await election.candidates({ signal: AbortSignal.timeout(1_000) });
+  expectType<Equal<typeof line.scope, "line" | "leader">>();
+  expectType<Equal<typeof line.members, readonly etcdLeader.Leader[]>>();
+  const again: etcdLeader.Candidates = await etcdLeader.candidates(client, "/k", { requestTimeout: 1_000 });
+  void again;
+  // @ts-expect-error candidates() takes options, not a key
+  void election.candidates("/k");
+  const yielded: Promise<void> = election.yield({ signal: AbortSignal.timeout(5_000) });
+  void yielded;
+  await election.whileLeading(async ({ fenced }) => {
+    expectType<Equal<typeof fenced, ((...operations: unknown[]) => Promise<etcdLeader.FencedWriteResult>) | undefined>>();
+    const result = await fenced?.({ request_put: {} });
+    expectType<Equal<typeof result, etcdLeader.FencedWriteResult | undefined>>();
+  });
+  const metrics: etcdLeader.ElectionMetrics = etcdLeader.metrics({ prefix: "svc_" });
+  metrics.close();
+  // @ts-expect-error metrics' prefix is a string
+  etcdLeader.metrics({ prefix: 1 });
+  const error: etcdLeader.LeadershipYieldedError = new etcdLeader.LeadershipYieldedError("yielded");
+  void error;
+}
+
 describe("types", () => {
   it("the typed names exist at run time, and an election is built without touching etcd", () => {
     assert.equal(typeof etcdLeader, "function");
@@ -250,7 +292,7 @@ describe("types", () => {
     for (const name of [
       "Election", "LeaderObserver", "ElectionError", "MembershipLostError", "RequestTimeoutError", "LeaseExpiredError",
       "LeadershipLostError", "ElectionStoppedError", "MembershipRemovedError", "whoLeads", "etcd3Options",
-      "session", "Session", "SessionClosedError",
+      "session", "Session", "SessionClosedError", "healthHandler", "candidates", "metrics", "LeadershipYieldedError",
     ] as const) {
       assert.equal(typeof etcdLeader[name], "function", name);
     }
@@ -262,6 +304,8 @@ describe("types", () => {
     assert.equal(typeof scopedUsage, "function");
     assert.equal(typeof natsUsage, "function");
     assert.equal(typeof sessionUsage, "function");
+    assert.equal(typeof healthUsage, "function");
+    assert.equal(typeof operatorUsage, "function");
     assert.equal(typeof election[Symbol.asyncDispose], "function");
     assert.equal(election.state, "stopped");
     assert.equal(typeof etcdLeader.channels.renewal, "string");

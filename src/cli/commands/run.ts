@@ -15,6 +15,10 @@
 //   only once none of them is left; its code is the first process's.
 // - SIGINT, SIGTERM or SIGHUP to the CLI: the command is stopped as above,
 //   the end hook runs, the member leaves, and the CLI exits 0.
+// - SIGUSR1 to the CLI of the leader: it yields (election.yield()): the
+//   command is stopped as at any term's end, the next member takes over, and
+//   this one waits at the back of the line, its command to start again in
+//   its next term.
 // - Without a command, the hooks alone mark the term (elector's model).
 import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import etcdLeader = require("../../index");
@@ -25,6 +29,7 @@ import { OrphanGuard } from "../supervise/orphan-guard-client";
 import { ProcessGroup, type Exit } from "../supervise/process-group";
 import type { Reporter } from "../report";
 import type { Store, StoreElectionOptions } from "../stores/store";
+import { metricsHandler, serveEndpoints, type EndpointSettings, type Endpoints } from "../serve/endpoints";
 import { readLeader } from "./who";
 
 export interface RunSettings {
@@ -44,6 +49,8 @@ export interface RunSettings {
   verbose: boolean;
   /** The election's own options the flags set (watchRearmInterval on etcd, goMembers on NATS). */
   electionOptions: StoreElectionOptions;
+  /** Where to serve /livez and /readyz (and how to judge them) and /metrics; each undefined: not served. */
+  endpoints: EndpointSettings;
 }
 
 /** How long a command the orphan guard stopped at the lease deadline waits for this process's own step-down. */
@@ -68,7 +75,21 @@ class EndHookFailed extends CliError {
 export async function run(store: Store, settings: RunSettings, reporter: Reporter, shutdown: AbortSignal): Promise<number> {
   const { key, name } = settings;
   await readLeader(store, key, 5_000);
-  const election = await store.election(key, name, settings.ttl, settings.electionOptions);
+  // Collecting from before the election exists, so that its first state is counted.
+  const metrics = metricsHandler(settings.endpoints);
+  let election: etcdLeader.Election;
+  let endpoints: Endpoints;
+  try {
+    election = await store.election(key, name, settings.ttl, settings.electionOptions);
+    endpoints = await serveEndpoints(election, settings.endpoints, metrics);
+  } catch (err) {
+    metrics?.close();
+    throw err;
+  }
+  if (endpoints.healthUrl) {
+    reporter.state("health", `health probes at ${endpoints.healthUrl}/livez and ${endpoints.healthUrl}/readyz`, { url: endpoints.healthUrl });
+  }
+  if (endpoints.metricsUrl) reporter.state("metrics", `metrics at ${endpoints.metricsUrl}/metrics`, { url: endpoints.metricsUrl });
   const leaseUntil = () => Date.now() + election.leaseRemaining();
   election.on("elected", (token) =>
     reporter.state("elected", `${name} leads ${key} (fencing token ${token})`, { token, until: new Date(leaseUntil()).toISOString() }),
@@ -93,6 +114,19 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
     }
   };
   subscribe(etcdLeader.channels.renewal, onRenewal);
+  // SIGUSR1: give the term up to the next member and go to the back of the line, still in the election.
+  const onYieldSignal = () => {
+    if (!election.isLeader()) {
+      reporter.state("yield", `SIGUSR1: ${name} does not lead ${key}; nothing to yield`, { leading: false });
+      return;
+    }
+    reporter.state("yield", `SIGUSR1: ${name} yields ${key} and goes to the back of the line`, { leading: true });
+    election.yield().then(
+      () => reporter.state("yielded", `${name} yielded: ${election.currentLeader() ?? "nobody"} leads ${key}`, { leader: election.currentLeader() }),
+      () => undefined, // stopped meanwhile: its own report says so
+    );
+  };
+  process.on("SIGUSR1", onYieldSignal);
   const hooks = new Hooks({ ...settings.hooks, stopSignal: settings.stopSignal, graceMs: settings.graceMs }, guard, reporter);
   // Aborted by SIGINT/SIGTERM, or by an end hook that failed: either way the member leaves.
   const stopping = new AbortController();
@@ -208,7 +242,10 @@ export async function run(store: Store, settings: RunSettings, reporter: Reporte
   } finally {
     shutdown.removeEventListener("abort", onShutdown);
     unsubscribe(etcdLeader.channels.renewal, onRenewal);
+    process.off("SIGUSR1", onYieldSignal);
     guard.close();
+    await endpoints.close();
+    metrics?.close();
   }
 }
 

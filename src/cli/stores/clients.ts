@@ -38,6 +38,7 @@ export async function connect(flags: ConnectionFlags): Promise<Store> {
       etcdLeader({ client, key, name, ...(ttlSeconds === undefined ? {} : { ttl: ttlSeconds }), ...options }),
     observe: (key) => etcdLeader.observe({ client, key }),
     whoLeads: (key, requestTimeout) => etcdLeader.whoLeads(client, key, { requestTimeout }),
+    candidates: (key, requestTimeout) => etcdLeader.candidates(client, key, { requestTimeout }),
     close: async () => close(),
   };
 }

@@ -123,6 +123,12 @@ export async function connectNats(flags: NatsFlags): Promise<Store> {
       natsLeader.whoLeads(bucket, key, { requestTimeout }).catch((err: unknown) => {
         throw keyRefused(err);
       }),
+    candidates: (key, requestTimeout) =>
+      Promise.resolve()
+        .then(() => natsLeader.candidates(bucket, key, { requestTimeout }))
+        .catch((err: unknown) => {
+          throw keyRefused(err);
+        }),
     close: closeConnection,
   };
 }

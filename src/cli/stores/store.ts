@@ -17,5 +17,7 @@ export interface Store {
   election(key: string, name: string, ttlSeconds: number | undefined, options?: StoreElectionOptions): Promise<etcdLeader.Election>;
   observe(key: string): etcdLeader.LeaderObserver;
   whoLeads(key: string, requestTimeoutMs: number): Promise<etcdLeader.Leader | undefined>;
+  /** Who is in line: every member on etcd; the leader alone on NATS KV (`scope`). */
+  candidates(key: string, requestTimeoutMs: number): Promise<etcdLeader.Candidates>;
   close(): Promise<void>;
 }

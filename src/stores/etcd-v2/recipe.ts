@@ -289,6 +289,12 @@ export class EtcdV2Backend implements ElectionBackend<V2Membership> {
     const { members } = await listMembers(this.port, this.dir, signal, this.readBound);
     return leaderOf(members[0]);
   }
+
+  /** Every member in line, oldest (the leader) first. */
+  async readCandidates(signal: AbortSignal): Promise<readonly Leader[]> {
+    const { members } = await listMembers(this.port, this.dir, signal, this.readBound);
+    return members.map((member) => leaderOf(member)!);
+  }
 }
 
 function stateOf(membership: V2Membership): MembershipState {

@@ -10,6 +10,7 @@
 // revision order with the events of one revision delivered together, a watch
 // that etcd cancelled told apart from one whose stream failed, and which
 // request a failure belongs to.
+import type { FencedWriteResult } from "../../contract/backend";
 
 /** A key as etcd holds it. */
 export interface KeyValue {
@@ -135,6 +136,8 @@ export interface WatchSet<Name extends string> {
 }
 
 /** What the recipe asks of etcd. */
+export type { FencedWriteResult };
+
 export interface EtcdV3Port {
   /**
    * One Range request. Settles soon after `signal` aborts, with a
@@ -149,6 +152,14 @@ export interface EtcdV3Port {
    * Rejects with a LeaseNotFoundError when etcd no longer has the lease.
    */
   campaign(request: CampaignRequest): Promise<CampaignAnswer>;
+
+  /**
+   * Txn If CreateRevision(key) = createRevision Then operations: what Go
+   * programs build from Election.Rev(). `operations` are the client's own
+   * (etcd3's builders). Settles soon after `signal` aborts, as a Range does.
+   * Optional: a port without it (a simulated store) cannot make fenced writes.
+   */
+  fencedTransaction?(key: string, createRevision: number, operations: readonly unknown[], signal: AbortSignal): Promise<FencedWriteResult>;
 
   /**
    * Waits for an answer made of requests to this store (the join's grant and

@@ -76,7 +76,7 @@
 // follower.ts is one wait of waitDeletes, member-keys.ts the key layout. The
 // recipe sees etcd through port.ts only; etcd3/ implements it on the etcd3
 // client.
-import type { Claim, ElectionBackend, Leader, LeaderListener, Renewed } from "../../contract/backend";
+import type { Claim, ElectionBackend, FencedWriteResult, Leader, LeaderListener, Renewed } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
 import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
@@ -228,6 +228,17 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     }
   }
 
+  /**
+   * A write etcd applies only while our key is the one our term began on:
+   * Txn If CreateRevision(our key) = our token Then operations. Once the
+   * term is over (the key deleted, expired with its lease, or made anew by a
+   * later campaign) etcd refuses it, however late it arrives.
+   */
+  fencedWrite(membership: V3Membership, operations: readonly unknown[], signal: AbortSignal): Promise<FencedWriteResult> {
+    if (!this.port.fencedTransaction) return Promise.reject(new TypeError(`${this.description}: this port cannot make fenced writes`));
+    return this.port.fencedTransaction(membership.id, membership.token, operations, signal);
+  }
+
   /** Resign: the member's own lease is revoked, a session's member key deleted (member-lease.ts). */
   leave(membership: V3Membership, signal: AbortSignal): Promise<void> {
     return this.lease.leave(membership, signal);
@@ -257,6 +268,12 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     } finally {
       watches.close();
     }
+  }
+
+  /** Every member in line, oldest (the leader) first: etcdctl's members are skipped, as everywhere (see above). */
+  async readCandidates(signal: AbortSignal): Promise<readonly Leader[]> {
+    const { kvs } = await this.port.range({ prefix: this.keys.prefix, sortByCreate: "ascend" }, "read candidates", signal);
+    return kvs.filter((kv) => this.keys.isMember(kv.key)).map((kv) => leaderOf(memberOf(kv))!);
   }
 
   /** Leader. */

@@ -69,6 +69,23 @@ export function backendCases(harness: Harness): void {
       await assert.rejects(backend.renew(claim.membership, timeout()), MembershipLostError);
     });
 
+    it("readCandidates, where a backend has it, lists the members in the order they would lead, each with its token", async (t) => {
+      await harness.election("candidates");
+      const { backend: a } = await harness.backend("a");
+      if (!a.readCandidates) return t.skip("this backend has no readCandidates: its candidates are the leader alone");
+      const { backend: b } = await harness.backend("b");
+      const first = await harness.claim(a);
+      const second = await harness.join(b);
+      assert.ok(second, "a backend with a line joins");
+      const line = await a.readCandidates(timeout());
+      assert.deepEqual(line.map((m) => m.name), ["a", "b"]);
+      assert.deepEqual(line.map((m) => m.token), [first.token, second.token]);
+      await a.leave(first.membership, timeout());
+      assert.deepEqual((await b.readCandidates!(timeout())).map((m) => m.name), ["b"]);
+      await b.leave(second.membership, timeout());
+      assert.deepEqual(await b.readCandidates!(timeout()), []);
+    });
+
     it("awaitLoss sees a deletion made before it started waiting", harness.needs("deleteMember"), async () => {
       await harness.election("loss-before");
       const { backend } = await harness.backend("a");

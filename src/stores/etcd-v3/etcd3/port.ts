@@ -5,7 +5,8 @@
 // (client.ts, advice.ts); renewals on one keep-alive stream per
 // client (keepalive-stream.ts); and watches that report a failure instead of
 // resuming past events (client.ts).
-import type { IRangeResponse, ITxnResponse, MultiRangeBuilder, SingleRangeBuilder } from "etcd3";
+import type { ComparatorBuilder, IRangeResponse, ITxnResponse, MultiRangeBuilder, SingleRangeBuilder } from "etcd3";
+import type { FencedWriteResult } from "../../../contract/backend";
 import { log } from "../../../util/log";
 import { leaseHex } from "../member-keys";
 import {
@@ -68,6 +69,22 @@ export class Etcd3Port implements EtcdV3Port, SessionPort {
           throw err;
         },
       );
+  }
+
+  fencedTransaction(key: string, createRevision: number, operations: readonly unknown[], signal: AbortSignal): Promise<FencedWriteResult> {
+    const sending = this.calls.run(
+      () =>
+        this.client
+          .if(key, "Create", "==", createRevision)
+          .then(...(operations as Parameters<ComparatorBuilder["then"]>))
+          .commit(),
+      signal,
+    );
+    return this.advisor.follow(etcd3Call("fenced write", sending, signal), (txn) => ({
+      succeeded: txn.succeeded,
+      revision: Number(txn.header.revision),
+      response: txn,
+    }));
   }
 
   deleteMember(key: string, createRevision: number | undefined, signal: AbortSignal): Promise<void> {

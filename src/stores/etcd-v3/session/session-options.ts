@@ -12,7 +12,7 @@ export type SessionOptions = Pick<
 >;
 
 /** `session.election(key, name, options)`: what one election on a session may set for itself. */
-export type SessionElectionOptions = Pick<ElectionOptions, "stepDownMargin" | "retryInitialDelay" | "retryMaxDelay">;
+export type SessionElectionOptions = Pick<ElectionOptions, "stepDownMargin" | "retryInitialDelay" | "retryMaxDelay" | "drainTimeout">;
 
 const SESSION_OPTIONS: ReadonlySet<string> = new Set(
   Object.keys({
@@ -26,7 +26,7 @@ const SESSION_OPTIONS: ReadonlySet<string> = new Set(
 );
 
 const ELECTION_OPTIONS: ReadonlySet<string> = new Set(
-  Object.keys({ stepDownMargin: true, retryInitialDelay: true, retryMaxDelay: true } satisfies Record<keyof SessionElectionOptions, true>),
+  Object.keys({ stepDownMargin: true, retryInitialDelay: true, retryMaxDelay: true, drainTimeout: true } satisfies Record<keyof SessionElectionOptions, true>),
 );
 
 /** The session's options, every default filled in and checked as an election's are. */
