@@ -42,6 +42,8 @@ export interface Params {
   overload: Array<OverloadCase & { peers?: boolean }>;
   /** Many elections on one etcd v3 session per process (bench/scenarios/sessions.ts). */
   sessions: SessionsCase;
+  /** The drain before release (bench/scenarios/drain.ts): trials per subject of this library. */
+  drain: { trials: number };
   crash: { trials: number; budgetS: number };
   partition: { trials: number; budgetS: number };
 }
@@ -60,6 +62,7 @@ export function paramsFor(quick: boolean): Params {
           { n: 5000, processes: 5, ttl: 10, stayS: 5, convergeTimeoutS: 180 },
         ],
         sessions: { elections: 1000, batch: 500, processes: 3, ttl: 10, windowS: 10, changeWindowS: 3 },
+        drain: { trials: 4 },
         crash: { trials: 3, budgetS: 30 },
         partition: { trials: 2, budgetS: 30 },
       }
@@ -83,6 +86,7 @@ export function paramsFor(quick: boolean): Params {
         ],
         sessions: { elections: 10_000, batch: 500, processes: 3, ttl: 10, windowS: 20, changeWindowS: 3 },
         // At least 40, so that medians a few tens of milliseconds apart can be told apart.
+        drain: { trials: 12 },
         crash: { trials: 40, budgetS: 300 },
         partition: { trials: 6, budgetS: 150 },
       };

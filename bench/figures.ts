@@ -43,7 +43,7 @@ export function subjectsRun(results: BenchResults): Set<string> {
   return new Set(
     [
       ...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs, ...(results.natsIdle ?? []),
-      ...(results.overload ?? []),
+      ...(results.overload ?? []), ...(results.drain ?? []),
     ]
       .map((r) => r.subject),
   );

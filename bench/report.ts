@@ -6,6 +6,7 @@ import {
   runDescription, safetyByScenario, safetyTotal, scaleNs,
 } from "./figures";
 import type { BenchResults } from "./results";
+import type { DrainTrial } from "./scenarios/drain";
 import { perMemberPerSecond, type Load } from "./scenarios/scale";
 import { summarize, type Summary } from "./stats";
 import { subjectInfo, SUBJECTS } from "./subjects/info";
@@ -203,6 +204,30 @@ function sessions(results: BenchResults): string[] {
   ];
 }
 
+function drain(results: BenchResults): string[] {
+  const runs = results.drain ?? [];
+  if (!runs.length) return [];
+  const median = (values: number[]) => summarize(values).median;
+  const rows: Cell[][] = runs.map((r) => {
+    const t = r.trials;
+    const of = (pick: (x: DrainTrial) => number) => (t.length ? num(median(t.map(pick)), 1) : undefined);
+    return [
+      label(r.subject), t.length, of((x) => x.abortedMs), of((x) => x.cleanupMs), of((x) => x.settledMs), of((x) => x.goneMs),
+      of((x) => x.electedMs), of((x) => x.successorRoutineMs), of((x) => x.successorRoutineMs - x.settledMs),
+      t.filter((x) => x.overlapMs > 0).length, r.failures.length ? r.failures.join("; ").slice(0, 100) : "",
+    ];
+  });
+  return [
+    "3e. The drain before release: the leader's leave() while its whileLeading routine runs (the routine takes 50 to 500 ms",
+    "    to finish once its signal aborts) and a member in another process waits with a routine of its own; medians in ms",
+    "    from leave(): routine aborted, its cleanup, settled, membership gone (leave() resolved), successor elected,",
+    "    successor's routine started; then the gap from ours settled to the successor's start, and trials where they overlapped",
+    table(["subject", "n", "aborted", "cleanup", "settled", "gone", "successor elected", "successor routine", "gap after settled",
+      "overlaps", "problems"], rows),
+    "",
+  ];
+}
+
 function changeCost(results: BenchResults): string[] {
   const runs = results.scale.runs;
   if (!runs.length) return [];
@@ -379,6 +404,7 @@ export function render(results: BenchResults): string {
     ...natsIdle(results),
     ...overload(results),
     ...sessions(results),
+    ...drain(results),
     ...changeCost(results),
     ...propagation(results),
     ...coldStart(results),

@@ -6,12 +6,13 @@ import type { CrashResult } from "./scenarios/crash";
 import type { GracefulResult } from "./scenarios/graceful";
 import type { NatsIdleRun } from "./scenarios/nats-idle";
 import type { OverloadRun } from "./scenarios/overload";
+import type { DrainRun } from "./scenarios/drain";
 import type { SessionsRun } from "./scenarios/sessions";
 import type { PartitionResult } from "./scenarios/partition";
 import type { ScaleRun } from "./scenarios/scale";
 import { SUBJECTS } from "./subjects/info";
 
-export const SCENARIOS = ["graceful", "cold", "scale", "overload", "sessions", "crash", "partition"] as const;
+export const SCENARIOS = ["graceful", "cold", "scale", "overload", "sessions", "drain", "crash", "partition"] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchResults {
@@ -37,6 +38,8 @@ export interface BenchResults {
   overload?: OverloadRun[];
   /** Results from before sessions were measured lack it. */
   sessions?: SessionsRun[];
+  /** Results from before the drain was measured lack it. */
+  drain?: DrainRun[];
   crash: CrashResult[];
   partition: PartitionResult[];
   targets: TargetLine[];
@@ -54,7 +57,10 @@ export function partialArgs(results: BenchResults): string[] {
   const scenarios = results.meta.scenarios;
   // A run from before a scenario existed (no figures of it at all, not even none) left nothing out by not running it.
   const known = SCENARIOS.filter(
-    (s) => (s !== "overload" || results.overload !== undefined) && (s !== "sessions" || results.sessions !== undefined),
+    (s) =>
+      (s !== "overload" || results.overload !== undefined) &&
+      (s !== "sessions" || results.sessions !== undefined) &&
+      (s !== "drain" || results.drain !== undefined),
   );
   if (scenarios && known.some((s) => !scenarios.includes(s))) args.push(`--only=${scenarios.join(",")}`);
   const subjects = results.meta.subjects;

@@ -15,7 +15,7 @@
 //
 // Options:
 //   --quick                 fewer trials, N up to 100 in the scale scenario, shorter overload windows (under 6 minutes)
-//   --only=a,b              scenarios: graceful, cold, scale, overload, sessions, crash, partition
+//   --only=a,b              scenarios: graceful, cold, scale, overload, sessions, drain, crash, partition
 //   --subjects=a,b          ours-v2, ours-v3, ours-nats, original, etcd3-election
 //
 // Every wait has a deadline, and a watchdog ends the run if the whole takes
@@ -44,6 +44,7 @@ import { preparePartition, runPartition } from "./scenarios/partition";
 import { runNatsIdle } from "./scenarios/nats-idle";
 import { runOverload } from "./scenarios/overload";
 import { runSessions } from "./scenarios/sessions";
+import { runDrain } from "./scenarios/drain";
 import { measureBaseline, runScale, spawnScaleHost } from "./scenarios/scale";
 import { SUBJECTS } from "./subjects/info";
 import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
@@ -74,7 +75,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: Set<Scenario>; subje
 }
 
 function usage(problem: string): never {
-  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,overload,sessions,crash,partition] [--subjects=ours-v2,...]\n`);
+  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,overload,sessions,drain,crash,partition] [--subjects=ours-v2,...]\n`);
   process.exit(2);
 }
 
@@ -200,6 +201,7 @@ async function main(): Promise<void> {
     natsIdle: [],
     overload: [],
     sessions: [],
+    drain: [],
     crash: [],
     partition: [],
     targets: [],
@@ -269,6 +271,13 @@ async function main(): Promise<void> {
       log(`sessions: ${c.elections} elections, one member each in ${c.processes} processes, one session per process, TTL ${c.ttl} s`);
       results.sessions!.push(await runSessions(ctx, c));
       loadSince("sessions");
+    }
+    if (args.only.has("drain")) {
+      for (const subject of subjects.filter((s) => s.ours && s.id !== "ours-v3-session")) {
+        log(`drain before release: ${subject.label}`);
+        results.drain!.push(await runDrain(ctx, subject));
+      }
+      loadSince("drain");
     }
     // Crash and partition trials of every subject run at the same time: each
     // is timed in seconds by the TTL, and every process they need is started

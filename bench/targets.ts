@@ -276,6 +276,21 @@ export function checkTargets(results: BenchResults): TargetLine[] {
         `${f((run.settledMs ?? NaN) / 1000, 2)} s after the first process started; ${run.errors} error events (target 0 instants)`);
   }
 
+  // 5h. The drain before release: the successor's routine never starts before ours settled.
+  for (const run of results.drain ?? []) {
+    const info = subjectInfo(run.subject as SubjectId);
+    if (!info.ours) continue;
+    const t = run.trials;
+    const overlaps = t.filter((x) => x.overlapMs > 0).length;
+    const after = t.length ? summarize(t.map((x) => x.successorRoutineMs - x.settledMs)) : undefined;
+    const gone = t.length ? summarize(t.map((x) => x.goneMs - x.settledMs)) : undefined;
+    const problems = run.failures.length ? `; ${run.failures.join("; ").slice(0, 200)}` : "";
+    add(t.length > 0 && run.failures.length === 0 && overlaps === 0,
+      `drain, ${info.label}: the successor's routine started after ours settled in ${t.length - overlaps} of ${t.length} trials ` +
+        `(0 overlaps is the target); ours settled → membership gone median ${f(gone?.median ?? NaN)} ms, → successor's routine ` +
+        `median ${f(after?.median ?? NaN)} ms, max ${f(after?.max ?? NaN)} ms${problems}`);
+  }
+
   // 6. Safety: zero instants with two leaders, every scenario.
   for (const o of ours) {
     const { instants, trials, longestMs } = safetyTotal(results, o.id);
