@@ -119,7 +119,7 @@ function say(text: string): void {
 /** A state change `etcd-leader run --json` reports on stderr (src/cli/commands/run.ts); others are ignored. */
 interface MemberEvent {
   at: string;
-  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "command-start" | "command-stop" | "health";
+  event: "joining" | "elected" | "unelected" | "leader" | "error" | "left" | "command-start" | "command-stop" | "health" | "metrics";
   token?: number;
   url?: string;
   leader?: string;
@@ -146,6 +146,8 @@ class Member {
   token: number | undefined;
   /** Where its health probes are served (its `health` event). */
   probes: string | undefined;
+  /** Where its Prometheus metrics are served (its `metrics` event). */
+  metrics: string | undefined;
   /** Set when the demo stops or kills the member on purpose. */
   expectedExit: "leave" | "kill" | undefined;
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -154,8 +156,8 @@ class Member {
   private stderrBuffer = "";
 
   constructor(readonly name: string, config: MemberConfig, private readonly onEvent: (m: Member, e: MemberEvent) => void) {
-    // Each member serves its health probes on a free port; only the leader's /readyz passes.
-    const probes = ["--health-addr", "127.0.0.1:0", "--readiness", "leader"];
+    // Each member serves its health probes and its metrics on free ports; only the leader's /readyz passes.
+    const probes = ["--health-addr", "127.0.0.1:0", "--readiness", "leader", "--metrics-addr", "127.0.0.1:0"];
     const args = ["run", "--json", "--api", config.api, "--endpoints", config.endpoints.join(","), "--ttl", String(config.ttl), "--name", name, ...probes];
     this.child = spawn(process.execPath, ["--import", "tsx", cliMain, ...args, config.key, "--", ...LEADER_COMMAND], {
       cwd: repoRoot,
@@ -325,26 +327,43 @@ function onMemberEvent(member: Member, event: MemberEvent): void {
     case "health":
       member.probes = event.url;
       break;
+    case "metrics":
+      member.metrics = event.url;
+      break;
   }
   if (event.event === "elected" || event.event === "unelected" || event.event === "leader") void printReadiness();
   recheck();
 }
 
-/** Each living member's GET /readyz (served with --readiness leader: 200 only while it leads), on one timeline line. */
+/**
+ * Each living member's GET /readyz (served with --readiness leader: 200 only
+ * while it leads) and, from its /metrics, its etcd_leader_is_leader, summed
+ * over the members as an alert on two leaders would: on one timeline line.
+ */
 async function printReadiness(): Promise<void> {
   const askedAt = Date.now();
   const living = members.filter((m) => m.alive && m.probes !== undefined);
   const answers = await Promise.all(
     living.map(async (m) => {
+      const signal = AbortSignal.timeout(1_000);
       try {
-        return `${m.name} ${(await fetch(`${m.probes}/readyz`, { signal: AbortSignal.timeout(1_000) })).status}`;
+        // Both at once, so that they describe the same moment.
+        const [status, text] = await Promise.all([
+          fetch(`${m.probes}/readyz`, { signal }).then((r) => r.status),
+          m.metrics ? fetch(`${m.metrics}/metrics`, { signal }).then((r) => r.text()) : "",
+        ]);
+        const isLeader = /^etcd_leader_is_leader\{[^}]*\} (\d+)$/m.exec(text)?.[1];
+        return { text: `${m.name} ${status}`, isLeader: isLeader === undefined ? 0 : Number(isLeader) };
       } catch {
-        return `${m.name} -`;
+        return { text: `${m.name} -`, isLeader: 0 };
       }
     }),
   );
+  const leaders = answers.reduce((sum, a) => sum + a.isLeader, 0);
   // Stamped with when it was asked: what each member answered about that moment.
-  if (answers.length > 0) timeline(askedAt, "probes", `GET /readyz: ${answers.join(", ")}`);
+  if (answers.length > 0) {
+    timeline(askedAt, "probes", `GET /readyz: ${answers.map((a) => a.text).join(", ")}; sum of etcd_leader_is_leader ${leaders}`);
+  }
 }
 
 function endTerm(member: Member, at: number): void {

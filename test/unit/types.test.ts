@@ -281,6 +281,9 @@ async function operatorUsage(election: etcdLeader.Election, client: unknown): Pr
   metrics.close();
   // @ts-expect-error metrics' prefix is a string
   etcdLeader.metrics({ prefix: 1 });
+  etcdLeader(client, "/k", "n", { drainTimeout: 0 });
+  // @ts-expect-error drainTimeout is milliseconds, a number
+  etcdLeader(client, "/k", "n", { drainTimeout: "10s" });
   const error: etcdLeader.LeadershipYieldedError = new etcdLeader.LeadershipYieldedError("yielded");
   void error;
 }
