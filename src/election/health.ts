@@ -58,19 +58,10 @@ export interface ElectionHealth {
   readonly ready: Verdict;
 }
 
-/** What the member knows, from which the verdicts are made. */
-export interface HealthFacts {
-  readonly name: string;
-  readonly store: string;
-  readonly running: boolean;
-  readonly state: ElectionState;
-  readonly leading: boolean;
-  readonly fencingToken: number | undefined;
-  readonly leader: string | undefined;
-  readonly sinceConfirmedMs: number | undefined;
+/** What the member knows, from which the verdicts are made: the health less its verdicts. */
+export interface HealthFacts extends Omit<ElectionHealth, "failingForMs" | "live" | "ready"> {
   /** How long the member has been failing, with no success since its first error; undefined if it is not. */
   readonly failingForMs: number | undefined;
-  readonly lastError: string | undefined;
 }
 
 export interface ResolvedHealthOptions {

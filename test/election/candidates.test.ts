@@ -5,14 +5,12 @@
 // On NATS KV the leader alone, said so by `scope`. A custom backend's answer
 // is checked before it is believed.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { describe, it } from "node:test";
 import { Kvm } from "@nats-io/kv";
 import etcdLeader = require("../../src/index");
 import { natsLeader } from "../../src/nats";
 import { BACKENDS } from "../faults/types";
-import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "../kit/hooks";
-import { startNats, type NatsServer } from "../kit/nats-server";
+import { exitWhenDone, useCleanup, useEtcd, useNats, useStoreClients } from "../kit/hooks";
 import { ScriptedBackend } from "../kit/scripted-backend";
 import { waitFor } from "../kit/waiting";
 
@@ -65,19 +63,10 @@ for (const api of BACKENDS) {
 }
 
 describe("candidates, NATS KV", () => {
-  let server: NatsServer;
-  let nc: NatsConnection;
-  before(async () => {
-    server = await startNats();
-    nc = await connect({ servers: server.url });
-  });
-  after(async () => {
-    await nc?.close();
-    await server?.close();
-  });
+  const nats = useNats();
 
   it("is the leader alone, with scope \"leader\": followers hold nothing in the bucket", async () => {
-    const kv = await new Kvm(nc).create(`candidates_${++keys}`, { ttl: 5_000, history: 1 });
+    const kv = await new Kvm(nats.connection).create(`candidates_${++keys}`, { ttl: 5_000, history: 1 });
     const a = await natsLeader(kv, "leader", "a");
     const b = await natsLeader(kv, "leader", "b");
     for (const election of [a, b]) cleanup.push(() => election.leave());

@@ -4,13 +4,11 @@
 // bound passed), so that the successor's routine never starts while ours
 // still finishes; drainTimeout 0 gives it up at once, as before.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { describe, it } from "node:test";
 import { Kvm } from "@nats-io/kv";
 import etcdLeader = require("../../src/index");
 import { natsLeader } from "../../src/nats";
-import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "../kit/hooks";
-import { startNats, type NatsServer } from "../kit/nats-server";
+import { exitWhenDone, useCleanup, useEtcd, useNats, useStoreClients } from "../kit/hooks";
 import { waitFor, withDeadline } from "../kit/waiting";
 
 const BOUND_MS = 15_000;
@@ -20,25 +18,15 @@ const etcd = useEtcd();
 const clients = useStoreClients(etcd);
 const cleanup = useCleanup();
 exitWhenDone();
-let nats: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 let keys = 0;
-
-before(async () => {
-  nats = await startNats();
-  nc = await connect({ servers: nats.url });
-});
-after(async () => {
-  await nc?.close();
-  await nats?.close();
-});
 
 type Make = (options: etcdLeader.ElectionOptions) => Promise<[etcdLeader.Election, etcdLeader.Election]>;
 const STORES: Record<string, Make> = {
   "etcd v2": (options) => etcdPair("v2", options),
   "etcd v3": (options) => etcdPair("v3", options),
   "NATS KV": async (options) => {
-    const kv = await new Kvm(nc).create(`drain_${++keys}`, { ttl: 3_000, history: 1 });
+    const kv = await new Kvm(nats.connection).create(`drain_${++keys}`, { ttl: 3_000, history: 1 });
     return [await natsLeader(kv, "leader", "a", options), await natsLeader(kv, "leader", "b", options)];
   },
 };

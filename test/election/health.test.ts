@@ -7,14 +7,13 @@
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import etcdLeader = require("../../src/index");
 import { natsLeader } from "../../src/nats";
 import { FaultProxy } from "../kit/fault-proxy";
-import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "../kit/hooks";
-import { startNats, type NatsServer } from "../kit/nats-server";
+import { exitWhenDone, useCleanup, useEtcd, useNats, useStoreClients } from "../kit/hooks";
 import { waitFor } from "../kit/waiting";
 
 const BOUND_MS = 20_000;
@@ -27,15 +26,8 @@ const etcd = useEtcd();
 const clients = useStoreClients(etcd);
 const cleanup = useCleanup();
 exitWhenDone();
-let nats: NatsServer;
+const nats = useNats();
 let keys = 0;
-
-before(async () => {
-  nats = await startNats();
-});
-after(async () => {
-  await nats?.close();
-});
 
 interface Pair {
   leader: etcdLeader.Election;
@@ -65,9 +57,9 @@ async function etcdPair(api: "v2" | "v3"): Promise<Pair> {
 }
 
 async function natsPair(): Promise<Pair> {
-  const proxy = await proxyTo(`127.0.0.1:${nats.port}`);
+  const proxy = await proxyTo(`127.0.0.1:${nats.server.port}`);
   const viaProxy = await connect({ servers: proxy.hostPort, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
-  const direct = await connect({ servers: nats.url });
+  const direct = await connect({ servers: nats.server.url });
   cleanup.push(() => Promise.all([viaProxy.close(), direct.close()]));
   const bucket = `health_${++keys}`;
   await new Kvm(direct).create(bucket, { ttl: TIMING.ttl * 1000, history: 1 });

@@ -4,14 +4,12 @@
 // of leader is counted on both sides and moves is_leader and the fencing
 // token, a stopped member's series go, and close() unregisters everything.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { describe, it } from "node:test";
 import { Kvm } from "@nats-io/kv";
 import * as prom from "prom-client";
 import etcdLeader = require("../../src/index");
 import { natsLeader } from "../../src/nats";
-import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "../kit/hooks";
-import { startNats, type NatsServer } from "../kit/nats-server";
+import { exitWhenDone, useCleanup, useEtcd, useNats, useStoreClients } from "../kit/hooks";
 import { waitFor } from "../kit/waiting";
 
 const BOUND_MS = 15_000;
@@ -20,18 +18,8 @@ const etcd = useEtcd();
 const clients = useStoreClients(etcd);
 const cleanup = useCleanup();
 exitWhenDone();
-let nats: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 let keys = 0;
-
-before(async () => {
-  nats = await startNats();
-  nc = await connect({ servers: nats.url });
-});
-after(async () => {
-  await nc?.close();
-  await nats?.close();
-});
 
 /** Two members of one election, "a" elected first. */
 type Pair = [etcdLeader.Election, etcdLeader.Election];
@@ -39,7 +27,7 @@ const STORES: Record<string, () => Promise<Pair>> = {
   "etcd v2": () => etcdPair("v2"),
   "etcd v3": () => etcdPair("v3"),
   "NATS KV": async () => {
-    const kv = await new Kvm(nc).create(`metrics_${++keys}`, { ttl: 2_000, history: 1 });
+    const kv = await new Kvm(nats.connection).create(`metrics_${++keys}`, { ttl: 2_000, history: 1 });
     return [await natsLeader(kv, "leader", "a", TIMING), await natsLeader(kv, "leader", "b", TIMING)];
   },
 };

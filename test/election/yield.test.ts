@@ -5,13 +5,11 @@
 // term; a member alone leads again with a new term; yielding when not
 // leading does nothing, and bad input is refused.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { describe, it } from "node:test";
 import { Kvm } from "@nats-io/kv";
 import etcdLeader = require("../../src/index");
 import { natsLeader } from "../../src/nats";
-import { exitWhenDone, useCleanup, useEtcd, useStoreClients } from "../kit/hooks";
-import { startNats, type NatsServer } from "../kit/nats-server";
+import { exitWhenDone, useCleanup, useEtcd, useNats, useStoreClients } from "../kit/hooks";
 import { waitFor, withDeadline } from "../kit/waiting";
 
 const BOUND_MS = 15_000;
@@ -19,25 +17,15 @@ const etcd = useEtcd();
 const clients = useStoreClients(etcd);
 const cleanup = useCleanup();
 exitWhenDone();
-let nats: NatsServer;
-let nc: NatsConnection;
+const nats = useNats();
 let keys = 0;
-
-before(async () => {
-  nats = await startNats();
-  nc = await connect({ servers: nats.url });
-});
-after(async () => {
-  await nc?.close();
-  await nats?.close();
-});
 
 type Make = (names: string[]) => Promise<etcdLeader.Election[]>;
 const STORES: Record<string, Make> = {
   "etcd v2": (names) => etcdMembers("v2", names),
   "etcd v3": (names) => etcdMembers("v3", names),
   "NATS KV": async (names) => {
-    const kv = await new Kvm(nc).create(`yield_${++keys}`, { ttl: 3_000, history: 1 });
+    const kv = await new Kvm(nats.connection).create(`yield_${++keys}`, { ttl: 3_000, history: 1 });
     return Promise.all(names.map((name) => natsLeader(kv, "leader", name)));
   },
 };

@@ -4,6 +4,7 @@
 // check that the process exits by itself once the last test is done.
 //
 //   const etcd = useEtcd();             // started before the first test, closed after the last
+//   const nats = useNats();             // a nats-server and a connection to it, likewise
 //   const clients = useStoreClients(etcd);
 //   const cleanup = useCleanup();       // cleanup.push(() => election.leave()) runs after the test
 //   exitWhenDone();
@@ -11,6 +12,8 @@
 // Called at the top level they apply to the file; inside a describe, to that block.
 import { after, afterEach, before } from "node:test";
 import { startEtcd, type EtcdCluster, type EtcdServerOptions } from "./etcd-server";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { startNats, type NatsServer } from "./nats-server";
 import { StoreClients } from "./store-clients";
 import { exitOrFail, withDeadline } from "./waiting";
 
@@ -38,6 +41,34 @@ export function useEtcd(options: EtcdServerOptions | (() => EtcdServerOptions) =
       return Reflect.get(cluster, property, cluster);
     },
   });
+}
+
+/** A nats-server (with JetStream) and one connection to it, started in a `before` hook and closed in an `after` hook. */
+export function useNats(): { readonly server: NatsServer; readonly connection: NatsConnection } {
+  let server: NatsServer | undefined;
+  let connection: NatsConnection | undefined;
+  before(async () => {
+    server = await startNats();
+    connection = await connect({ servers: server.url });
+  });
+  after(async () => {
+    await connection?.close();
+    await server?.close();
+    connection = undefined;
+    server = undefined;
+  });
+  const running = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`the ${what} is not running here (read outside the tests of the block that used useNats())`);
+    return value;
+  };
+  return {
+    get server() {
+      return running(server, "nats-server");
+    },
+    get connection() {
+      return running(connection, "NATS connection");
+    },
+  };
 }
 
 /** Store clients on `etcd`, the etcd3 ones closed in an `after` hook. */

@@ -39,6 +39,7 @@ import { Backoff } from "../../../util/backoff";
 import { RequestTimeoutError } from "../../../contract/errors";
 import { log } from "../../../util/log";
 import type { Etcd3Client } from "./client";
+import { closeStream, perPool, REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS } from "./pool-streams";
 
 type Stream = IDuplexStream<ILeaseKeepAliveRequest, ILeaseKeepAliveResponse>;
 
@@ -53,13 +54,8 @@ interface Waiter {
   abandoned: boolean;
 }
 
-/** How long to wait before opening a stream again after the last one failed: short, renewals are waiting. */
-const REOPEN_INITIAL_DELAY_MS = 50;
-const REOPEN_MAX_DELAY_MS = 1_000;
 /** Renewals timed out in a row, with no answer on the stream since any of them was written, that make it broken. */
 const SILENT_TIMEOUTS_TO_DROP = 2;
-
-const streams = new WeakMap<object, SharedKeepAliveStream>();
 
 /**
  * The keep-alive stream shared by every election on `client`; made on first
@@ -67,16 +63,7 @@ const streams = new WeakMap<object, SharedKeepAliveStream>();
  * etcd3 keeps to itself), and so share one stream too; a lease is the
  * cluster's, whichever namespace renews it.
  */
-export function keepAliveStreamOf(client: Etcd3Client): SharedKeepAliveStream {
-  const pool = (client as { pool?: unknown }).pool;
-  const owner = typeof pool === "object" && pool !== null ? pool : client;
-  let shared = streams.get(owner);
-  if (!shared) {
-    shared = new SharedKeepAliveStream(client);
-    streams.set(owner, shared);
-  }
-  return shared;
-}
+export const keepAliveStreamOf = perPool((client) => new SharedKeepAliveStream(client));
 
 export class SharedKeepAliveStream {
   private stream: Stream | undefined;
@@ -174,7 +161,7 @@ export class SharedKeepAliveStream {
     this.stream = undefined;
     if (stream) {
       log.v3("closing the keep-alive stream: no lease left to renew");
-      close(stream);
+      closeStream(stream);
     }
   }
 
@@ -198,7 +185,7 @@ export class SharedKeepAliveStream {
       (stream) => {
         this.opening = false;
         // Every lease was released while it opened.
-        if (this.inUse.size === 0) return close(stream);
+        if (this.inUse.size === 0) return closeStream(stream);
         this.attach(stream);
       },
       (err: unknown) => {
@@ -250,7 +237,7 @@ export class SharedKeepAliveStream {
     log.v3("the keep-alive stream failed: %s", (err as Error)?.message ?? err);
     this.openFailed();
     this.failAll(err);
-    close(stream);
+    closeStream(stream);
   }
 
   private openFailed(): void {
@@ -272,10 +259,3 @@ export class SharedKeepAliveStream {
   }
 }
 
-function close(stream: Stream): void {
-  // Half-closing first keeps etcd3 from taking the cancellation for a broken
-  // connection (it marks the host failed only for an error on a writable stream).
-  stream.on("error", () => undefined);
-  stream.end();
-  stream.cancel();
-}

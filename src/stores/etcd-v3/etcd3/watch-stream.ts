@@ -33,6 +33,7 @@ import type { FilterType, IDuplexStream, IEvent, IWatchRequest, IWatchResponse }
 import { Backoff } from "../../../util/backoff";
 import { log } from "../../../util/log";
 import type { Etcd3Client } from "./client";
+import { closeStream, perPool, REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS } from "./pool-streams";
 
 type Stream = IDuplexStream<IWatchRequest, IWatchResponse>;
 
@@ -89,27 +90,13 @@ export class StreamWatch {
 /** etcd's FilterType.NOPUT: deletions only. */
 const NO_PUT = 0 as FilterType;
 
-/** How long to wait before opening a stream again after the last one failed: short, followers are waiting. */
-const REOPEN_INITIAL_DELAY_MS = 50;
-const REOPEN_MAX_DELAY_MS = 1_000;
-
-const streams = new WeakMap<object, SharedWatchStream>();
 
 /**
  * The watch stream shared by every election on `client`, made on first use.
  * Namespaces of one Etcd3 client share its connection pool, and so one
  * stream too (their watches carry their prefix in their keys).
  */
-export function watchStreamOf(client: Etcd3Client): SharedWatchStream {
-  const pool = (client as { pool?: unknown }).pool;
-  const owner = typeof pool === "object" && pool !== null ? pool : client;
-  let shared = streams.get(owner);
-  if (!shared) {
-    shared = new SharedWatchStream(client);
-    streams.set(owner, shared);
-  }
-  return shared;
-}
+export const watchStreamOf = perPool((client) => new SharedWatchStream(client));
 
 export class SharedWatchStream {
   private stream: Stream | undefined;
@@ -189,7 +176,7 @@ export class SharedWatchStream {
         // Every watch was cancelled while it opened.
         if (this.live === 0) {
           this.unwritten = [];
-          return close(stream);
+          return closeStream(stream);
         }
         this.attach(stream);
       },
@@ -266,7 +253,7 @@ export class SharedWatchStream {
     log.v3("the watch stream failed: %s", (err as Error)?.message ?? err);
     this.openFailed();
     this.failAll(err);
-    close(stream);
+    closeStream(stream);
   }
 
   private openFailed(): void {
@@ -304,18 +291,11 @@ export class SharedWatchStream {
       this.creating = [];
       this.creatingHead = 0;
       log.v3("closing the watch stream: no watch left");
-      close(stream);
+      closeStream(stream);
     });
   }
 }
 
-function close(stream: Stream): void {
-  // Half-closing first keeps etcd3 from taking the cancellation for a broken
-  // connection (it marks the host failed only for an error on a writable stream).
-  stream.on("error", () => undefined);
-  stream.end();
-  stream.cancel();
-}
 
 /** The end of the range of keys starting with `prefix` (etcd's range_end for a prefix). */
 export function prefixEnd(prefix: Buffer): Buffer {
