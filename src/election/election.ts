@@ -51,8 +51,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private campaign: Campaign<M> | undefined;
   /** The whileLeading routines running in the current term, until each settles: what stop() drains. */
   private readonly routines = new Set<Promise<void>>();
-  /** A stop()'s drain under way: resolves once the membership was handed over and the run ended. */
-  private draining: Promise<void> | undefined;
+  /** A stop()'s drain under way: resolves once the routines have settled (or the bound passed) and the membership's release has begun. */
+  protected draining: Promise<void> | undefined;
   private readonly calls: StoreCalls<M>;
   /** The term this member leads in, while it does. */
   private term: Term | undefined;

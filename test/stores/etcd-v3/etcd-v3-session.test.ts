@@ -322,6 +322,49 @@ describe("closing a session", () => {
   });
 });
 
+describe("closing a session whose leaders run routines", () => {
+  it("close() waits for the leaders' whileLeading routines to settle before the revoke: no successor's routine starts before", limit, async () => {
+    const prefix = uniquePrefix("drain");
+    const session = newSession(newClient());
+    const other = newSession(newClient());
+    const keys = [0, 1, 2].map((i) => `${prefix}/${i}`);
+    const settledAt: number[] = [];
+    const successorStartedAt: number[] = [];
+    for (const [i, key] of keys.entries()) {
+      // Each routine takes a while to finish once its signal aborts: 300, 500 and 700 ms.
+      void session
+        .election(key, `a-${i}`)
+        .whileLeading(({ signal }) =>
+          new Promise<void>((resolve) =>
+            signal.addEventListener("abort", () =>
+              setTimeout(() => {
+                settledAt.push(performance.now());
+                resolve();
+              }, 300 + 200 * i),
+            ),
+          ),
+        )
+        .catch(() => undefined);
+    }
+    const probe = newClient();
+    await waitFor("the first session to lead every election", 10_000, async () =>
+      (await Promise.all(keys.map((k) => etcdLeader.whoLeads(probe, k)))).every((leader) => leader?.name.startsWith("a-")),
+    );
+    const successors = keys.map((key, i) => other.election(key, `b-${i}`));
+    for (const successor of successors) {
+      void successor.whileLeading(() => void successorStartedAt.push(performance.now())).catch(() => undefined);
+    }
+    await waitFor("the other session to wait in every line", 10_000, () => successors.every((b) => b.currentLeader()?.startsWith("a-")));
+    const closedAt = performance.now();
+    await session.close();
+    const closeTook = performance.now() - closedAt;
+    await waitFor("every successor's routine", 10_000, () => successorStartedAt.length === keys.length);
+    assert.equal(settledAt.length, keys.length, "close() resolved after every routine settled");
+    assert.ok(Math.min(...successorStartedAt) >= Math.max(...settledAt), "a successor's routine started before one of ours settled");
+    assert.ok(closeTook >= 650, `close() took ${closeTook.toFixed(0)} ms: it waited for the slowest routine (700 ms)`);
+  });
+});
+
 describe("session options", () => {
   it("are checked as an election's are, and name the value", () => {
     const client = newClient();

@@ -68,8 +68,9 @@ export class EtcdSession {
 
   /**
    * Leaves every election on the session: each leader steps down (its
-   * `unelected` comes first), then one LeaseRevoke deletes every key, so
-   * every election's next member takes over at once. Resolves once etcd
+   * `unelected` comes first), then, once the leaders' whileLeading routines
+   * have settled (each bounded by its drainTimeout), one LeaseRevoke deletes
+   * every key, so every election's next member takes over at once. Resolves once etcd
    * answered (or the request timed out); never rejects. Elections cannot be
    * made or started on a closed session.
    */
@@ -80,8 +81,13 @@ export class EtcdSession {
 
   private async closeOnce(): Promise<void> {
     const elections = [...this.running.values()];
-    const revoked = this.lease.close(() => {
+    // The leaders step down at once; the revoke waits for those draining
+    // their whileLeading routines (see Election.stop()), the lease kept
+    // alive meanwhile, so that no successor's routine starts before ours
+    // have settled.
+    const revoked = this.lease.close(async () => {
       for (const election of elections) election.stop();
+      await Promise.all(elections.map((election) => election.drained()));
     });
     await revoked;
     await Promise.all(elections.map((election) => election.leave()));
@@ -127,6 +133,11 @@ class SessionElection extends Election<V3Membership> {
     super.stop();
     if (this.running.get(this.key) === this) this.running.delete(this.key);
     return this;
+  }
+
+  /** Resolves once a drain that stop() began is over (at once if none). */
+  drained(): Promise<void> {
+    return this.draining ?? Promise.resolve();
   }
 }
 

@@ -85,6 +85,8 @@ export class LeaseSession {
   private granting: Promise<HeldLease> | undefined;
   private keepingAlive: KeepAlive | undefined;
   private closed = false;
+  /** The revoke has gone out: nothing on the lease can be renewed any more. */
+  private revoked = false;
   /** The revoke close() sent; what members leaving meanwhile wait for. */
   private revoking: Promise<void> | undefined;
 
@@ -129,7 +131,9 @@ export class LeaseSession {
    */
   async renew(leaseId: string, signal: AbortSignal): Promise<number> {
     const held = this.held;
-    if (this.closed) throw new SessionClosedError();
+    // Renewals go on while the session closes until the revoke goes out: the
+    // memberships of leaders draining their routines must not expire meanwhile.
+    if (this.revoked) throw new SessionClosedError();
     if (held?.granted.id !== leaseId) throw lost(leaseId);
     const inFlight = this.keepingAlive;
     if (!inFlight && this.clock.now() - held.confirmedSentAt < this.timing.refreshInterval) return held.confirmedSentAt;
@@ -147,20 +151,25 @@ export class LeaseSession {
 
   /**
    * Closes the session: revokes its lease, which deletes every key on it at
-   * once. `beforeRevoke` runs first, once the session counts as closing (the
-   * members step down there, and leaving they wait for the revoke instead of
-   * deleting their keys one by one). Resolves when etcd answered, or the
-   * request timed out (the keys then expire with the lease). Never rejects.
+   * once. `beforeRevoke` runs first, once the session counts as closing (no
+   * join is taken any more; the members step down there, and leaving they
+   * wait for the revoke instead of deleting their keys one by one), and the
+   * revoke waits for what it returns (the leaders' drains), the lease kept
+   * alive meanwhile. Resolves when etcd answered, or the request timed out
+   * (the keys then expire with the lease). Never rejects.
    */
-  close(beforeRevoke: () => void = () => undefined): Promise<void> {
+  close(beforeRevoke: () => void | Promise<void> = () => undefined): Promise<void> {
     if (this.revoking) return this.revoking;
     this.closed = true;
-    let go!: () => void;
-    this.revoking = new Promise<void>((resolve) => (go = resolve)).then(() => this.revoke());
+    // Set before beforeRevoke runs: members leaving there wait for it (`closing`).
+    let go!: (before: void | Promise<void>) => void;
+    this.revoking = new Promise<void | Promise<void>>((resolve) => (go = resolve))
+      .catch((err: unknown) => log.v3("closing the session: %s", (err as Error).message))
+      .then(() => this.revoke());
     try {
-      beforeRevoke();
-    } finally {
-      go();
+      go(beforeRevoke());
+    } catch (err) {
+      go(Promise.reject(err));
     }
     return this.revoking;
   }
@@ -171,6 +180,7 @@ export class LeaseSession {
   }
 
   private async revoke(): Promise<void> {
+    this.revoked = true;
     const granting = this.granting;
     if (granting) await granting.catch(() => undefined);
     const held = this.held;
