@@ -24,6 +24,14 @@ type Make = (names: string[]) => Promise<etcdLeader.Election[]>;
 const STORES: Record<string, Make> = {
   "etcd v2": (names) => etcdMembers("v2", names),
   "etcd v3": (names) => etcdMembers("v3", names),
+  "etcd v3, each member on a session of its own": async (names) => {
+    const key = `/yield-session/${++keys}`;
+    return names.map((name) => {
+      const session = etcdLeader.session(clients.create("v3"), { ttl: 3 });
+      cleanup.push(() => session.close());
+      return session.election(key, name);
+    });
+  },
   "NATS KV": async (names) => {
     const kv = await new Kvm(nats.connection).create(`yield_${++keys}`, { ttl: 3_000, history: 1 });
     return Promise.all(names.map((name) => natsLeader(kv, "leader", name)));
