@@ -40,6 +40,8 @@ interface Waiting {
   outcome: Promise<WaitOutcome>;
   /** Range requests made since the follower listed the line. */
   reads: () => number;
+  /** What the backend knows of our membership, where the follower hands its watch over. */
+  state: MembershipState;
 }
 
 async function following(
@@ -66,7 +68,7 @@ async function following(
   options.beforeStart?.();
   const outcome = follower.untilNoneOlder();
   outcome.catch(() => undefined);
-  return { named, outcome, reads: () => etcd.requests.range - readsBefore };
+  return { named, outcome, reads: () => etcd.requests.range - readsBefore, state };
 }
 
 /** Lets the follower handle what it was sent: a few turns of the event loop. */
@@ -203,7 +205,7 @@ describe("a v3 follower's wait", () => {
     assert.equal(await wait.outcome, "list again");
   });
 
-  it("leaves no watch behind when its wait ends", async () => {
+  it("when its turn comes, hands the watch of its own key over to the leader's wait, and leaves no other", async () => {
     const line = lineOf(["a", "b"]);
     const wait = await following(line);
     await settle();
@@ -211,9 +213,25 @@ describe("a v3 follower's wait", () => {
     line.etcd.delete(line.keys[0]!);
     await settle();
     line.etcd.delete(line.keys[1]!);
-    await wait.outcome;
+    assert.equal(await wait.outcome, "first");
+    await settle();
+    assert.equal(line.etcd.openWatches, 1, "the line watch, which covers our key, stays for awaitLoss");
+    const handed = wait.state.takeHandedOver();
+    assert.ok(handed?.created("line"));
+    handed!.close();
     await settle();
     assert.equal(line.etcd.openWatches, 0);
+  });
+
+  it("leaves no watch behind when its wait ends without its turn", async () => {
+    const line = lineOf(["a", "b"]);
+    const wait = await following(line);
+    await settle();
+    line.etcd.delete(line.ours.id);
+    await assert.rejects(wait.outcome, /deleted/);
+    await settle();
+    assert.equal(line.etcd.openWatches, 0);
+    assert.equal(wait.state.takeHandedOver(), undefined);
   });
 });
 

@@ -121,11 +121,15 @@ export class Follower {
       }
     } finally {
       this.state.unwatchKey(this);
-      // Our turn: the cancels (a message each on the watch stream) can wait
-      // until the election has said so, and the leader's watch of its own
-      // key (awaitLoss) has joined the stream.
-      if (this.older.isEmpty) this.watches.closeSoon();
-      else this.watches.close();
+      if (this.older.isEmpty && this.watches.created("line") && !this.signal.aborted) {
+        // Our turn: the "line" watch, from our predecessor's key to ours, goes
+        // on as the leader's watch of its own key (awaitLoss), instead of a
+        // cancel and a create on the watch stream at each hand-over.
+        this.watches.remove("leader");
+        this.state.handOver(this.watches);
+      } else {
+        this.watches.close();
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 // A v3 membership: what identifies it, which the state machine holds, and
 // what the backend knows about it besides, which stays the backend's.
 import type { Membership } from "../../contract/backend";
+import type { WatchSet } from "./port";
 
 export interface V3Membership extends Membership {
   /** The member key, `<key>/<lease id in lowercase hex>`. */
@@ -20,6 +21,27 @@ export class MembershipState {
 
   /** The watch that sees our key now (a follower's watch of its line, the leader's of its key), if any. */
   private keyWatch: { readonly owner: object; readonly confirmed: () => boolean } | undefined;
+
+  /**
+   * A watch whose events include our key's deletion, left by the follower
+   * whose wait ended with our turn, for the leader's wait for its loss to go
+   * on with (recipe.ts awaitLoss) instead of closing it and creating another:
+   * at a hand-over of many elections at once, a cancel and a create each.
+   */
+  private handedOver: WatchSet<"line" | "leader"> | undefined;
+
+  /** The follower's watches (its "line" watch covers our key) are the leader's from now on. */
+  handOver(watches: WatchSet<"line" | "leader">): void {
+    this.handedOver?.close();
+    this.handedOver = watches;
+  }
+
+  /** The watches a follower handed over, if any: the caller owns them from now on. */
+  takeHandedOver(): WatchSet<"line" | "leader"> | undefined {
+    const watches = this.handedOver;
+    this.handedOver = undefined;
+    return watches;
+  }
 
   /** `owner` watches our key; `confirmed` says whether etcd has confirmed that watch and it still runs. */
   watchKey(owner: object, confirmed: () => boolean): void {

@@ -201,6 +201,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
 
   async awaitLoss(membership: V3Membership, signal: AbortSignal): Promise<void> {
     const state = stateOf(membership);
+    if (await this.lossOnHandedOverWatch(membership, state, signal)) return;
     // Watching from just after the revision the key was last seen at also
     // delivers a deletion that happened before the watch was set up.
     let from = state.knownAliveAt + 1;
@@ -237,6 +238,31 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
   fencedWrite(membership: V3Membership, operations: readonly unknown[], signal: AbortSignal): Promise<FencedWriteResult> {
     if (!this.port.fencedTransaction) return Promise.reject(new TypeError(`${this.description}: this port cannot make fenced writes`));
     return this.port.fencedTransaction(membership.id, membership.token, operations, signal);
+  }
+
+  /**
+   * The leader's wait for its loss on the watch its follower handed over
+   * (follower.ts), whose range holds our key: true once our key's deletion
+   * came; false, having closed it, if there is none to go on with (not
+   * handed over, closed with an earlier phase, or cancelled by etcd), and
+   * awaitLoss watches our key afresh from where it was last seen alive.
+   */
+  private async lossOnHandedOverWatch(membership: V3Membership, state: MembershipState, signal: AbortSignal): Promise<boolean> {
+    const watches = state.takeHandedOver();
+    if (!watches) return false;
+    try {
+      if (!watches.created("line") || signal.aborted) return false;
+      state.watchKey(watches, () => watches.created("line"));
+      for (;;) {
+        const event = await watches.next();
+        if (event.type === "cancelled") return false;
+        // Other members' keys fall in the range too: only our key's deletion is news.
+        if (event.type === "delete" && event.kv.key === membership.id) return true;
+      }
+    } finally {
+      state.unwatchKey(watches);
+      watches.close();
+    }
   }
 
   /** Resign: the member's own lease is revoked, a session's member key deleted (member-lease.ts). */
