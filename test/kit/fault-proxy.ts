@@ -45,6 +45,9 @@ export interface FaultProxyOptions {
   mode?: FaultMode;
 }
 
+/** How long close() waits for destroyed connections to report their closing. */
+const CLOSE_GRACE_MS = 3_000;
+
 export class FaultProxy {
   private modeNow: FaultMode;
   private upstreamList: string[];
@@ -144,7 +147,21 @@ export class FaultProxy {
     const listenerClosed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     const connections = [...this.connections];
     for (const connection of connections) connection.destroy();
-    await Promise.all([listenerClosed, ...connections.map((c) => c.gone)]);
+    // Every socket was destroyed: each 'close' should follow within a turn or
+    // two. One that has not after a while (seen once in a run where etcd was
+    // SIGKILLed and restarted behind the proxy) must not hold the teardown:
+    // its sockets are destroyed again and it counts as gone. (The listener
+    // stopped listening at once; its callback waits for those sockets too.)
+    let timer: NodeJS.Timeout | undefined;
+    const stragglers = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        for (const connection of connections) connection.forceGone();
+        resolve();
+      }, CLOSE_GRACE_MS);
+      timer.unref();
+    });
+    await Promise.race([Promise.all([listenerClosed, ...connections.map((c) => c.gone)]), stragglers]);
+    clearTimeout(timer);
   }
 
   private accept(client: Socket): void {
@@ -261,6 +278,12 @@ class ProxiedConnection {
     this.toClient.discard();
     this.client.destroy();
     this.upstream?.destroy();
+  }
+
+  /** For close(): a connection whose sockets did not report their closing in time is taken for gone. */
+  forceGone(): void {
+    this.destroy();
+    this.markGone();
   }
 
   /** Bytes, a FIN or an RST that arrive now are swallowed. */
