@@ -70,7 +70,7 @@ for (const [store, make] of Object.entries(STORES)) {
       await waitFor("b to follow a", BOUND_MS, () => b.currentLeader() === "a");
       const unelected = new Promise<void>((resolve) => a.once("unelected", () => resolve()));
       await withDeadline(a.yield(), BOUND_MS, "a's yield");
-      await unelected;
+      await withDeadline(unelected, BOUND_MS, "a's unelected");
       assert.equal(a.currentLeader(), "b", "a follows b once yield() resolved");
       await waitFor("b to lead", BOUND_MS, () => b.isLeader());
       assert.equal(a.isRunning(), true, "a is still in the election");
