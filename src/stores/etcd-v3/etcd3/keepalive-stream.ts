@@ -35,11 +35,10 @@
 // their leader about a quarter later (medians 214 → 163 ms here).
 import type { ILeaseKeepAliveRequest, ILeaseKeepAliveResponse, IDuplexStream } from "etcd3";
 import { abortReason } from "../../../util/abort";
-import { Backoff } from "../../../util/backoff";
 import { RequestTimeoutError } from "../../../contract/errors";
 import { log } from "../../../util/log";
 import type { Etcd3Client } from "./client";
-import { closeStream, perPool, REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS } from "./pool-streams";
+import { closeStream, perPool, StreamOpener } from "./pool-streams";
 
 type Stream = IDuplexStream<ILeaseKeepAliveRequest, ILeaseKeepAliveResponse>;
 
@@ -67,13 +66,11 @@ export const keepAliveStreamOf = perPool((client) => new SharedKeepAliveStream(c
 
 export class SharedKeepAliveStream {
   private stream: Stream | undefined;
-  private opening = false;
   /** Waiters per lease ID (decimal, as etcd3 gives it), in the order their requests were (or will be) written. */
   private readonly waiters = new Map<string, Waiter[]>();
   /** Leases whose elections may still renew them; the stream stays open while there is one. */
   private readonly inUse = new Set<string>();
-  private readonly reopenBackoff = new Backoff(REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS);
-  private reopenNotBefore = 0;
+  private readonly opener: StreamOpener<Stream>;
   /** Answers on the current stream so far. */
   private answers = 0;
   /** Renewals that timed out in a row on the current stream with no answer since they were written. */
@@ -81,7 +78,9 @@ export class SharedKeepAliveStream {
   /** The opening retain() scheduled, and when it is due. */
   private openLater: { timer: ReturnType<typeof setTimeout>; dueAt: number } | undefined;
 
-  constructor(private readonly client: Etcd3Client) {}
+  constructor(client: Etcd3Client) {
+    this.opener = new StreamOpener(() => client.leaseClient.leaseKeepAlive());
+  }
 
   /**
    * Renews `leaseId` with one message on the shared stream and resolves with
@@ -133,7 +132,7 @@ export class SharedKeepAliveStream {
    */
   retain(leaseId: string, openWithinMs: number): void {
     this.inUse.add(leaseId);
-    if (this.stream || this.opening) return;
+    if (this.stream || this.opener.isOpening) return;
     const dueAt = performance.now() + openWithinMs;
     if (this.openLater && this.openLater.dueAt <= dueAt) return;
     this.cancelOpenLater();
@@ -179,28 +178,16 @@ export class SharedKeepAliveStream {
 
   private open(): void {
     this.cancelOpenLater();
-    if (this.opening) return;
-    this.opening = true;
-    void this.openStream().then(
+    this.opener.open(
       (stream) => {
-        this.opening = false;
         // Every lease was released while it opened.
         if (this.inUse.size === 0) return closeStream(stream);
         this.attach(stream);
       },
-      (err: unknown) => {
-        this.opening = false;
-        this.openFailed();
-        this.failAll(err);
-      },
+      (err) => this.failAll(err),
     );
   }
 
-  private async openStream(): Promise<Stream> {
-    const delay = this.reopenNotBefore - performance.now();
-    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
-    return this.client.leaseClient.leaseKeepAlive();
-  }
 
   private attach(stream: Stream): void {
     this.stream = stream;
@@ -217,7 +204,7 @@ export class SharedKeepAliveStream {
   }
 
   private answer(response: ILeaseKeepAliveResponse): void {
-    this.reopenBackoff.reset();
+    this.opener.answered();
     this.answers++;
     this.silentTimeouts = 0;
     const leaseId = String(response.ID);
@@ -235,14 +222,11 @@ export class SharedKeepAliveStream {
     if (this.stream !== stream) return;
     this.stream = undefined;
     log.v3("the keep-alive stream failed: %s", (err as Error)?.message ?? err);
-    this.openFailed();
+    this.opener.failed();
     this.failAll(err);
     closeStream(stream);
   }
 
-  private openFailed(): void {
-    this.reopenNotBefore = performance.now() + this.reopenBackoff.next();
-  }
 
   /** Fails every renewal waiting, written or not: none of their answers can come now. */
   private failAll(err: unknown): void {

@@ -1,11 +1,13 @@
 // What the client's long-lived streams (keepalive-stream.ts, watch-stream.ts)
-// have in common: one per connection pool, and a way to close one that etcd3
-// does not take for a broken connection.
+// have in common: one per connection pool, one opening at a time with a
+// back-off after failures, and a way to close one that etcd3 does not take
+// for a broken connection.
+import { Backoff } from "../../../util/backoff";
 import type { Etcd3Client } from "./client";
 
 /** How long to wait before opening a stream again after the last one failed: short, elections are waiting on it. */
-export const REOPEN_INITIAL_DELAY_MS = 50;
-export const REOPEN_MAX_DELAY_MS = 1_000;
+const REOPEN_INITIAL_DELAY_MS = 50;
+const REOPEN_MAX_DELAY_MS = 1_000;
 
 /**
  * One `T` per connection pool, made on first use. Namespaces of one Etcd3
@@ -43,4 +45,55 @@ export function closeStream(stream: ClosableStream): void {
   stream.on("error", () => undefined);
   stream.end();
   stream.cancel();
+}
+
+/**
+ * Opens a stream with `make`, one opening at a time, and after a failed
+ * stream (or opening) only once a back-off has passed (50 ms, doubling up to
+ * 1 s), reset by the first answer on a stream.
+ */
+export class StreamOpener<S> {
+  private opening = false;
+  private readonly backoff = new Backoff(REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS);
+  private notBefore = 0;
+
+  constructor(private readonly make: () => Promise<S>) {}
+
+  /** Whether a stream is being opened now. */
+  get isOpening(): boolean {
+    return this.opening;
+  }
+
+  /** Opens a stream unless one is being opened: `opened` gets it, or `failed` the error (which counts as a failure). */
+  open(opened: (stream: S) => void, failed: (err: unknown) => void): void {
+    if (this.opening) return;
+    this.opening = true;
+    void this.openLater().then(
+      (stream) => {
+        this.opening = false;
+        opened(stream);
+      },
+      (err: unknown) => {
+        this.opening = false;
+        this.failed();
+        failed(err);
+      },
+    );
+  }
+
+  /** An answer came on the stream: it works, and the next opening need not wait. */
+  answered(): void {
+    this.backoff.reset();
+  }
+
+  /** The stream failed: the next opening waits out the back-off. */
+  failed(): void {
+    this.notBefore = performance.now() + this.backoff.next();
+  }
+
+  private async openLater(): Promise<S> {
+    const delay = this.notBefore - performance.now();
+    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
+    return this.make();
+  }
 }

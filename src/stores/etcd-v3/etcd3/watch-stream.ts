@@ -30,10 +30,9 @@
 // watch is left on it, so that a process whose elections all stopped exits
 // by itself.
 import type { FilterType, IDuplexStream, IEvent, IWatchRequest, IWatchResponse } from "etcd3";
-import { Backoff } from "../../../util/backoff";
 import { log } from "../../../util/log";
 import type { Etcd3Client } from "./client";
-import { closeStream, perPool, REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS } from "./pool-streams";
+import { closeStream, perPool, StreamOpener } from "./pool-streams";
 
 type Stream = IDuplexStream<IWatchRequest, IWatchResponse>;
 
@@ -100,7 +99,6 @@ export const watchStreamOf = perPool((client) => new SharedWatchStream(client));
 
 export class SharedWatchStream {
   private stream: Stream | undefined;
-  private opening = false;
   /** Watches whose create request waits for the stream to open, oldest first. */
   private unwritten: StreamWatch[] = [];
   /** Watches whose create request is written and not yet answered, oldest first (from `creatingHead` on). */
@@ -111,10 +109,11 @@ export class SharedWatchStream {
   /** Watches not done: the stream stays open while there is one. */
   private live = 0;
   private closeCheckScheduled = false;
-  private readonly reopenBackoff = new Backoff(REOPEN_INITIAL_DELAY_MS, REOPEN_MAX_DELAY_MS);
-  private reopenNotBefore = 0;
+  private readonly opener: StreamOpener<Stream>;
 
-  constructor(private readonly client: Etcd3Client) {}
+  constructor(client: Etcd3Client) {
+    this.opener = new StreamOpener(() => client.watchClient.watch());
+  }
 
   /** Watches not yet cancelled or failed: for tests and diagnostics. */
   get size(): number {
@@ -168,11 +167,8 @@ export class SharedWatchStream {
   }
 
   private open(): void {
-    if (this.opening) return;
-    this.opening = true;
-    void this.openStream().then(
+    this.opener.open(
       (stream) => {
-        this.opening = false;
         // Every watch was cancelled while it opened.
         if (this.live === 0) {
           this.unwritten = [];
@@ -180,19 +176,10 @@ export class SharedWatchStream {
         }
         this.attach(stream);
       },
-      (err: unknown) => {
-        this.opening = false;
-        this.openFailed();
-        this.failAll(err);
-      },
+      (err) => this.failAll(err),
     );
   }
 
-  private async openStream(): Promise<Stream> {
-    const delay = this.reopenNotBefore - performance.now();
-    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
-    return this.client.watchClient.watch();
-  }
 
   private attach(stream: Stream): void {
     this.stream = stream;
@@ -207,7 +194,7 @@ export class SharedWatchStream {
   }
 
   private answer(response: IWatchResponse): void {
-    this.reopenBackoff.reset();
+    this.opener.answered();
     if (response.created) return this.createAnswered(response);
     const watch = this.byId.get(String(response.watch_id));
     // A watch cancelled here: its last events, and etcd's answer to the cancel.
@@ -251,14 +238,11 @@ export class SharedWatchStream {
     if (this.stream !== stream) return;
     this.stream = undefined;
     log.v3("the watch stream failed: %s", (err as Error)?.message ?? err);
-    this.openFailed();
+    this.opener.failed();
     this.failAll(err);
     closeStream(stream);
   }
 
-  private openFailed(): void {
-    this.reopenNotBefore = performance.now() + this.reopenBackoff.next();
-  }
 
   /** Fails every watch, created or not: the stream they are (or were to be) on is gone. */
   private failAll(err: unknown): void {
