@@ -8,4 +8,6 @@ export const log = {
   v2: createDebug("etcd-leader:v2"),
   v3: createDebug("etcd-leader:v3"),
   nats: createDebug("etcd-leader:nats"),
+  redis: createDebug("etcd-leader:redis"),
+  postgres: createDebug("etcd-leader:postgres"),
 };
