@@ -1,0 +1,97 @@
+// The notifications about one election's row, read one at a time with a
+// deadline: a follower waits for the next notice *or* for the moment the
+// holder's lease must have expired, whichever comes first. PostgreSQL sends
+// nothing when a lease expires (a row is only a row), so the deadline is how
+// followers learn of a crashed leader; releases and acquisitions arrive as
+// notices.
+//
+// Without LISTEN (a transaction pooler, the `listen: false` option) nothing
+// arrives, and every wait ends at its deadline.
+import { untilAborted } from "../../util/abort";
+import type { Clock } from "../../util/clock";
+import type { LeaseListener, LeaseListening, LeaseNotice, PostgresPort } from "./port";
+
+/**
+ * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
+ * longer one fires after 1 ms instead, so longer waits go in steps of it.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A notice, with when (on the member's clock) it arrived: the transaction that sent it committed before then. */
+export type SeenNotice = LeaseNotice & { readonly seenAt: number };
+
+export class LeaseNotices implements LeaseListener {
+  private readonly queue: SeenNotice[] = [];
+  /** Why the listening ended by itself (the connection was lost). */
+  private ended: Error | undefined;
+  private wake: (() => void) | undefined;
+  private listening: LeaseListening | undefined;
+
+  private constructor(private readonly clock: Clock) {}
+
+  /**
+   * Listens for the notices of `key` (none if `listen` is false); resolves
+   * once the LISTEN is in place, so that a read or an acquire made after it
+   * misses no commit.
+   */
+  static async open(port: PostgresPort, key: string, listen: boolean, clock: Clock, signal: AbortSignal): Promise<LeaseNotices> {
+    const notices = new LeaseNotices(clock);
+    if (!listen) return notices;
+    const opening = port.listen(key, notices);
+    // A LISTEN in place after we stopped waiting would hold a connection: stop it.
+    opening.then(
+      (listening) => {
+        if (signal.aborted) listening.stop();
+      },
+      () => undefined,
+    );
+    notices.listening = await untilAborted("listen", opening, signal);
+    return notices;
+  }
+
+  /**
+   * The next notice, or undefined once `dueAt` (a time on the clock) has
+   * passed first. Throws if the listening ended, or with the signal's reason.
+   */
+  async next(dueAt: number, signal: AbortSignal): Promise<SeenNotice | undefined> {
+    for (;;) {
+      const notice = this.queue.shift();
+      if (notice) return notice;
+      if (this.ended) throw this.ended;
+      signal.throwIfAborted();
+      const wait = dueAt - this.clock.now();
+      if (wait <= 0) return undefined;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          if (timer !== undefined) this.clock.clearTimeout(timer);
+          signal.removeEventListener("abort", done);
+          this.wake = undefined;
+          resolve();
+        };
+        const timer = wait === Infinity ? undefined : this.clock.setTimeout(done, Math.min(wait, MAX_TIMER_MS));
+        signal.addEventListener("abort", done, { once: true });
+        this.wake = done;
+      });
+    }
+  }
+
+  /** Whether a notice queued (not yet taken by next()) says that a member took the row with a token above `token`. */
+  acquiredAfter(token: number): boolean {
+    return this.queue.some((notice) => notice.kind === "acquired" && notice.token > token);
+  }
+
+  close(): void {
+    this.listening?.stop();
+    this.listening = undefined;
+  }
+
+  onNotice(notice: LeaseNotice): void {
+    this.queue.push({ ...notice, seenAt: this.clock.now() });
+    this.wake?.();
+  }
+
+  onEnd(error: Error): void {
+    this.ended = error;
+    this.wake?.();
+  }
+}
