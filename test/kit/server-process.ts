@@ -22,13 +22,17 @@ export class ServerProcess {
     return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
   }
 
-  /** Spawns `binary args` unless it is running; resolves once the process exists (not once it serves). */
-  async start(binary: string, args: string[]): Promise<void> {
+  /**
+   * Spawns `binary args` unless it is running; resolves once the process
+   * exists (not once it serves). `as` runs it as another user (a server that
+   * refuses to run as root, such as PostgreSQL).
+   */
+  async start(binary: string, args: string[], as: { uid?: number; gid?: number } = {}): Promise<void> {
     if (this.running) return;
     const log = createWriteStream(this.logPath, { flags: "a" });
     // The log is best effort: a server that failed to start has its dir removed under it.
     log.on("error", () => undefined);
-    const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"], ...as });
     child.stdout!.pipe(log);
     child.stderr!.pipe(log);
     child.once("exit", () => log.end());
