@@ -80,6 +80,18 @@ writeFileSync(
     natsTypes.map((name) => `export type ${name} = nats.${name};\n`).join(""),
 );
 
+// etcd-leader/postgres and etcd-leader/redis: entries of their own too. Their
+// ES module wrappers re-export the values by name and every type with `export *`.
+for (const entry of ["postgres", "redis"]) {
+  const module = require(`../${scratch}/cjs/${entry}.js`);
+  const names = Object.keys(module).filter((name) => name !== "default" && name !== "__esModule").sort();
+  writeFileSync(
+    `${scratch}/esm/${entry}.mjs`,
+    `import entry from "../cjs/${entry}.js";\n` + names.map((name) => `export const ${name} = entry.${name};\n`).join(""),
+  );
+  writeFileSync(`${scratch}/esm/${entry}.d.mts`, `export * from "../cjs/${entry}.js";\n`);
+}
+
 rmSync("dist", { recursive: true, force: true });
 renameSync(scratch, "dist");
 console.log(`built dist/cjs and dist/esm (${named.length} named exports)`);
