@@ -21,11 +21,12 @@
 // - `renew` extends the lease only if the row still holds `token` and has
 //   not expired on the server's clock; `release` deletes the row only if it
 //   holds `token`. Each answers whether it did.
-// - An acquire that takes the row and a release that deletes it each send a
-//   notification in the same transaction: delivered once that transaction
-//   commits, never if it does not, in commit order, to every listener whose
-//   LISTEN was in place before the commit. A renewal notifies nobody, nor
-//   does a row deleted, or a lease cut short, from outside.
+// - An acquire that takes the row, and any delete of the row (a release, or
+//   an operator's DELETE: the table's trigger), each send a notification in
+//   the same transaction: delivered once that transaction commits, never if
+//   it does not, in commit order, to every listener whose LISTEN was in
+//   place before the commit. A renewal notifies nobody, nor does a lease
+//   that expires or is cut short from outside (an UPDATE of its expiry).
 // - A listener reports its own end (the connection it listens on was lost),
 //   unless the recipe stopped it; notifications sent meanwhile are lost.
 // - A table that does not exist fails every request with an error
@@ -52,7 +53,7 @@ export type Acquired =
 export type LeaseNotice =
   /** A member took the row with `token`; its lease lasts `ttlMs` from the commit. */
   | { readonly kind: "acquired"; readonly name: string; readonly token: number; readonly ttlMs: number }
-  /** The member holding `token` gave the row up. */
+  /** The row holding `token` was deleted: its holder gave it up, or an operator deleted it. */
   | { readonly kind: "released"; readonly token: number };
 
 /** Told of an election's notifications, in commit order, as they arrive. */

@@ -8,8 +8,12 @@
 /** The table of leases when the `table` option is left out. */
 export const DEFAULT_TABLE = "etcd_leader_elections";
 
-/** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1); a longer one is cut short silently. */
-const MAX_IDENTIFIER_BYTES = 63;
+/**
+ * The longest part of a name, in bytes: PostgreSQL's longest identifier is
+ * 63 (a longer one is cut short silently), and the trigger function's name
+ * is the table's with "_released" after it.
+ */
+const MAX_IDENTIFIER_BYTES = 50;
 
 /** A checked table name. */
 export interface TableName {

@@ -110,8 +110,8 @@ describe("PostgreSQL facts only a real server can show (transactions, its error 
 
   test("a table that does not exist fails acquire, renew and read with 42P01, which the adapter calls missing; a LISTEN needs no table", async () => {
     const adapter = new PgAdapter(userPool(), parseTableName("no_such_table"));
-    for (const request of [adapter.acquire("leader", "a", 1_000), adapter.renew("leader", 1, 1_000), adapter.read("leader")]) {
-      const err = await request.then(
+    for (const request of [() => adapter.acquire("leader", "a", 1_000), () => adapter.renew("leader", 1, 1_000), () => adapter.read("leader")]) {
+      const err = await request().then(
         () => assert.fail("should have failed"),
         (error: unknown) => error,
       );

@@ -10,7 +10,7 @@ import type { LeaseNotice, PostgresPort } from "../../../src/stores/postgres/por
 
 /** What a case may do to the table from outside the port, as an operator would, and time. */
 export interface Operator {
-  /** DELETE FROM <table> WHERE key = $1, with no notification. */
+  /** DELETE FROM <table> WHERE key = $1 (the table's trigger notifies it). */
   deleteRow(key: string): Promise<void>;
   /** UPDATE <table> SET expires_at = now() - 1 s WHERE key = $1: the lease cut short, with no notification. */
   expireRow(key: string): Promise<void>;
@@ -181,7 +181,7 @@ export const POSTGRES_FACTS: readonly Fact[] = [
     },
   },
   {
-    title: "renewals, leases that expire and rows deleted or cut short from outside notify nobody; notices come in commit order, only for the key listened to",
+    title: "renewals, leases that expire and leases cut short from outside notify nobody; a row deleted from outside notifies as a release; notices come in commit order, only for the key listened to",
     async run(table) {
       const { port, other, operator } = await table();
       const heard = await listenTo(other, "leader");
@@ -194,11 +194,12 @@ export const POSTGRES_FACTS: readonly Fact[] = [
         await operator.expireRow("leader");
         const third = await won(port, "leader", "c", LONG_TTL_MS);
         await operator.deleteRow("leader");
-        await until(operator, "three notices", 2_000, () => heard.notices.length >= 3);
+        await operator.deleteRow("elsewhere");
+        await until(operator, "four notices", 2_000, () => heard.notices.length >= 4);
         await operator.elapse(100);
         assert.deepEqual(
           heard.notices.map((notice) => (notice.kind === "acquired" ? `${notice.name}@${notice.token}` : `released@${notice.token}`)),
-          [`a@${first}`, `b@${second}`, `c@${third}`],
+          [`a@${first}`, `b@${second}`, `c@${third}`, `released@${third}`],
         );
       } finally {
         heard.stop();

@@ -55,7 +55,7 @@ export class PgAdapter implements PostgresPort {
   }
 
   async release(key: string, token: number): Promise<boolean> {
-    const { rows } = await this.client.query(this.statements.release, [key, String(token), this.channel(key)]);
+    const { rows } = await this.client.query(this.statements.release, [key, String(token)]);
     return rows.length === 1;
   }
 
@@ -74,9 +74,11 @@ export class PgAdapter implements PostgresPort {
   }
 
   /**
-   * The channel of an election: a hash of the table and key, so that any
-   * key fits a channel name (an identifier, 63 bytes at most). The payload
-   * names the key, so that two keys whose hashes met would still be told apart.
+   * The channel of an election: a hash of the table (as the members spell
+   * it) and the key, so that any key fits a channel name (an identifier, 63
+   * bytes at most); the table's trigger computes the same (statements.ts).
+   * The payload names the key, so that two keys whose hashes met would
+   * still be told apart.
    */
   channel(key: string): string {
     return `etcd_leader_${createHash("sha256").update(`${this.tableName.quoted}\n${key}`).digest("hex").slice(0, 40)}`;

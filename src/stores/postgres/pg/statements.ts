@@ -9,18 +9,53 @@
 //   token       from the bigserial's sequence, drawn anew by every acquire,
 //               so it grows with each term whatever happened to the row
 //   expires_at  when the lease ends, on the server's clock
+// and a trigger that notifies every deleted row (createStatements).
 import type { TableName } from "../table-name";
 
-/** The statements that make the table and its sequence, for a user with CREATE rights (or to show one without). */
+/**
+ * The statements that make the table, the sequence of its tokens (the
+ * bigserial's), and the trigger that notifies a deleted row's listeners,
+ * whoever deletes it: our release, or an operator. For a user with CREATE
+ * rights, or to show one without.
+ */
 export function createStatements(table: TableName): string {
+  const notify = functionName(table);
   return (
     `CREATE TABLE IF NOT EXISTS ${table.quoted} (\n` +
     "  key text PRIMARY KEY,\n" +
     "  holder text NOT NULL,\n" +
     "  token bigserial NOT NULL,\n" +
     "  expires_at timestamptz NOT NULL\n" +
-    ");"
+    ");\n" +
+    `CREATE OR REPLACE FUNCTION ${notify}() RETURNS trigger LANGUAGE plpgsql AS $$\n` +
+    "BEGIN\n" +
+    `  PERFORM pg_notify(${channelSql("TG_ARGV[0]", "OLD.key")},\n` +
+    "    json_build_object('key', OLD.key, 'kind', 'released', 'token', OLD.token::text)::text);\n" +
+    "  RETURN NULL;\n" +
+    "END $$;\n" +
+    `DROP TRIGGER IF EXISTS released ON ${table.quoted};\n` +
+    `CREATE TRIGGER released AFTER DELETE ON ${table.quoted} FOR EACH ROW EXECUTE FUNCTION ${notify}(${sqlString(table.quoted)});`
   );
+}
+
+/**
+ * The channel of an election, in SQL: a hash of the table's name (as the
+ * members spell it) and the key, so that any key fits a channel name (an
+ * identifier, 63 bytes at most). adapter.ts computes the same in JavaScript.
+ */
+function channelSql(tableName: string, key: string): string {
+  return `'etcd_leader_' || left(encode(sha256(convert_to(${tableName} || E'\\n' || ${key}, 'UTF8')), 'hex'), 40)`;
+}
+
+/** The trigger function, beside the table: <table>_released. */
+function functionName(table: TableName): string {
+  const parts = table.text.split(".");
+  const name = `${parts.pop()}_released`;
+  return [...parts, name].map((part) => `"${part}"`).join(".");
+}
+
+function sqlString(text: string): string {
+  return `'${text.replace(/'/g, "''")}'`;
 }
 
 /** The interval of `$n` milliseconds. */
@@ -34,7 +69,7 @@ export interface Statements {
   readonly acquire: string;
   /** $1 key, $2 token, $3 ttl ms: one row updated if it holds the token and has not expired. */
   readonly renew: string;
-  /** $1 key, $2 token, $3 channel: one row answered if the row holding the token was deleted (and the release notified). */
+  /** $1 key, $2 token: one row answered if the row holding the token was deleted (and, by the table's trigger, the release notified). */
   readonly release: string;
   /** $1 key: the live lease's holder, token and ms left; no row if none. */
   readonly read: string;
@@ -66,9 +101,8 @@ export function statementsFor(table: TableName): Statements {
       "UNION ALL\n" +
       `SELECT false, token::text, holder, ${REMAINING} FROM ${t} WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM taken)`,
     renew: `UPDATE ${t} SET expires_at = clock_timestamp() + ${millis(3)} WHERE key = $1 AND token = $2::bigint AND expires_at > clock_timestamp()`,
-    release:
-      `WITH gone AS (DELETE FROM ${t} WHERE key = $1 AND token = $2::bigint RETURNING token)\n` +
-      "SELECT token::text AS token, pg_notify($3, json_build_object('key', $1::text, 'kind', 'released', 'token', token::text)::text) FROM gone",
+    // The table's trigger notifies the release, in the same statement.
+    release: `DELETE FROM ${t} WHERE key = $1 AND token = $2::bigint RETURNING token::text AS token`,
     read: `SELECT holder, token::text AS token, ${REMAINING} AS remaining_ms FROM ${t} WHERE key = $1 AND expires_at > clock_timestamp()`,
     checkColumns: `SELECT key, holder, token, expires_at FROM ${t} LIMIT 0`,
   };
