@@ -119,6 +119,8 @@ describe("etcd-leader/postgres", () => {
 
   test("refuses what is no pool, a bad key, name, table or option, naming it", async () => {
     const p = admin;
+    // A pg.Client is taken as it is, as a pg.Pool is (checked by the compiler).
+    void ((client: pg.Client) => postgresLeader(client, "k", "a"));
     await assert.rejects(postgresLeader("postgres://x" as never, "k", "a"), /not a pg.Pool or pg.Client \(got a string/);
     await assert.rejects(postgresLeader(p, "", "a"), /key must be a non-empty string/);
     await assert.rejects(postgresLeader(p, "k", "  "), /name must be a non-empty string/);

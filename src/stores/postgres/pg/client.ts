@@ -22,7 +22,8 @@ export interface PgConnection {
   on(event: "notification", listener: (message: PgNotification) => void): unknown;
   on(event: "error", listener: (err: Error) => void): unknown;
   on(event: "end", listener: () => void): unknown;
-  removeListener(event: "notification" | "error" | "end", listener: (...args: never[]) => void): unknown;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- pg's own type: listeners of any event
+  removeListener(event: "notification" | "error" | "end", listener: (...args: any[]) => void): unknown;
 }
 
 /** A connection checked out of a pool: `release()` hands it back, `release(error)` closes it. */
