@@ -9,8 +9,10 @@
 // - at once, when another member wins the key meanwhile (its acquire is
 //   announced on the election's channel, which awaitLoss hears);
 // - else at our next renewal, at most refreshInterval later, which finds
-//   the key gone. Until then we believe we lead while nobody holds the key:
-//   no other member can lead before it wins the key, and a win is announced.
+//   the key gone, and announces it as our release so that followers race
+//   for it at once (an expiry too is heard first by whoever looks). Until
+//   then we believe we lead while nobody holds the key: no other member can
+//   lead before it wins the key, and a win is announced.
 import { untilAborted } from "../../util/abort";
 import type { Clock } from "../../util/clock";
 import type { Membership } from "../../contract/backend";
@@ -30,6 +32,7 @@ export class KeyHolder {
   constructor(
     private readonly port: RedisPort,
     private readonly keys: ElectionKeys,
+    private readonly name: string,
     private readonly clock: Clock,
     /** How long our acquire and renewals set the key to live. */
     private readonly ttlMs: number,
@@ -40,7 +43,7 @@ export class KeyHolder {
   }
 
   async renew(membership: RedisMembership, signal: AbortSignal): Promise<void> {
-    const renewed = await untilAborted("renew", this.port.renew(this.keys, membership.token, this.ttlMs), signal);
+    const renewed = await untilAborted("renew", this.port.renew(this.keys, membership.token, this.name, this.ttlMs), signal);
     if (!renewed) throw lost(membership, "the key no longer holds its token (expired, deleted, or won by another member)");
   }
 

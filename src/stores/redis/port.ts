@@ -17,7 +17,9 @@
 //   channel in the same step. A key that is held is answered with its
 //   holder, token and remaining time to live.
 // - `renew` and `release` act only while the key holds `token`; `release`
-//   deletes and publishes in the same step. An answer of false means the key
+//   deletes and publishes in the same step, and so does a `renew` that finds
+//   the key gone (so followers hear of an expiry or an outside DEL from the
+//   first member that notices it). An answer of false means the key
 //   is not ours (gone, or someone else's): the membership is lost.
 // - `read` answers the key's holder, token and remaining time to live from one
 //   moment on the server (GET and PTTL in one script).
@@ -75,8 +77,12 @@ export interface ElectionKeys {
 export interface RedisPort {
   /** SET key NX PX ttlMs under a new token, announced on the channel; or who holds the key. */
   acquire(keys: ElectionKeys, name: string, ttlMs: number): Promise<AcquireAnswer>;
-  /** PEXPIRE key ttlMs if the key holds `token`; false if it does not. */
-  renew(keys: ElectionKeys, token: number, ttlMs: number): Promise<boolean>;
+  /**
+   * PEXPIRE key ttlMs if the key holds `token`; false if it does not. A key
+   * found absent is announced on the channel as the release of `token` by
+   * `name`, in the same step.
+   */
+  renew(keys: ElectionKeys, token: number, name: string, ttlMs: number): Promise<boolean>;
   /** DEL key and announce it on the channel, if the key holds `token`; false if it does not. */
   release(keys: ElectionKeys, token: number): Promise<boolean>;
   /** Who holds the key now; undefined if nobody does. */

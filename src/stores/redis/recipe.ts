@@ -62,7 +62,7 @@ export class RedisBackend implements ElectionBackend<RedisMembership>, Candidate
     readonly random: () => number = Math.random,
   ) {
     this.keys = electionKeys(key);
-    this.holder = new KeyHolder(port, this.keys, clock, ttlMs);
+    this.holder = new KeyHolder(port, this.keys, name, clock, ttlMs);
   }
 
   get description(): string {

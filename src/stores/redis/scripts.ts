@@ -42,13 +42,22 @@ redis.call('PUBLISH', ARGV[3], 'acquired ' .. tokenText .. ' ' .. ARGV[2] .. ' '
 return {1, tokenText}
 `;
 
-/** RENEW: KEYS = key, counter; ARGV = token, ttl in ms. Answers 1 if the key held the token (and was renewed), else 0. */
+/**
+ * RENEW: KEYS = key, counter; ARGV = token, ttl in ms, name, channel. Answers
+ * 1 if the key held the token (and was renewed), else 0. A key found gone
+ * (expired, or deleted from outside) is announced as our release: nothing
+ * else tells followers of it (an expiry is silent on the channel), and they
+ * race for it at once, while the member that found it backs off first.
+ */
 export const RENEW = `
 local held = redis.call('GET', KEYS[1])
 local prefix = ARGV[1] .. ':'
 if held and string.sub(held, 1, string.len(prefix)) == prefix then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
+end
+if not held then
+  redis.call('PUBLISH', ARGV[4], 'released ' .. ARGV[1] .. ' ' .. ARGV[3])
 end
 return 0
 `;

@@ -107,15 +107,15 @@ export const REDIS_FACTS: readonly Fact[] = [
     async run(make) {
       const { port, keys } = await make();
       const first = await won(port, keys, "a", LONG_TTL_MS);
-      assert.equal(await port.renew(keys, first + 1, 500), false);
+      assert.equal(await port.renew(keys, first + 1, "a", 500), false);
       assert.equal(await port.release(keys, first - 1), false);
       assert.equal((await port.read(keys))?.holder, "a");
-      assert.equal(await port.renew(keys, first, 500), true);
+      assert.equal(await port.renew(keys, first, "a", 500), true);
       const renewed = (await port.read(keys))!.pttl;
       assert.ok(renewed <= 500 && renewed > 0, `PEXPIRE 500 left ${renewed} ms`);
       assert.equal(await port.release(keys, first), true);
       assert.equal(await port.read(keys), undefined);
-      assert.equal(await port.renew(keys, first, 500), false, "a released key cannot be renewed");
+      assert.equal(await port.renew(keys, first, "a", 500), false, "a released key cannot be renewed");
       const second = await won(port, keys, "b", LONG_TTL_MS);
       assert.ok(second > first, `${second} after ${first}`);
       assert.equal(await port.release(keys, first), false, "a late release of the first term leaves the second's key");
@@ -161,6 +161,10 @@ export const REDIS_FACTS: readonly Fact[] = [
         [keys.channel, `released ${token} a`],
       ]);
       assert.deepEqual(late.messages, [[keys.channel, `released ${token} a`]]);
+      // A renewal that finds the key gone says so, as a release.
+      assert.equal(await port.renew(keys, token, "a", 1_000), false);
+      await eventually(operator, "the vacant key announced", 1_000, () => late.messages.length === 2);
+      assert.deepEqual(late.messages[1], [keys.channel, `released ${token} a`]);
       early.stop();
       late.stop();
     },
@@ -179,7 +183,7 @@ export const REDIS_FACTS: readonly Fact[] = [
       const heard = await listen(port, [channel]);
       try {
         const token = await won(port, keys, "a", 150);
-        await port.renew(keys, token, 150);
+        await port.renew(keys, token, "a", 150);
         await eventually(operator, "the expiry told", 2_000, () => heard.messages.some(([, message]) => message === "expired"));
         await won(port, keys, "b", LONG_TTL_MS);
         await operator.del(keys.key);
@@ -203,7 +207,7 @@ export const REDIS_FACTS: readonly Fact[] = [
       const { port, keys, operator } = await make();
       await operator.set(keys.key, "written by hand");
       assert.deepEqual(await port.read(keys), { holder: "written by hand", token: 0, pttl: -1 });
-      assert.equal(await port.renew(keys, 0, 1_000), false);
+      assert.equal(await port.renew(keys, 0, "a", 1_000), false);
       assert.equal(await port.release(keys, 0), false);
       await operator.del(keys.key);
     },

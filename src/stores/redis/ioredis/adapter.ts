@@ -58,8 +58,8 @@ export class IoredisAdapter implements RedisPort {
     throw unexpected("acquire", answer);
   }
 
-  async renew(keys: ElectionKeys, token: number, ttlMs: number): Promise<boolean> {
-    return flag("renew", await this.run(SCRIPTS.renew, keys, String(token), ttlMs));
+  async renew(keys: ElectionKeys, token: number, name: string, ttlMs: number): Promise<boolean> {
+    return flag("renew", await this.run(SCRIPTS.renew, keys, String(token), ttlMs, name, keys.channel));
   }
 
   async release(keys: ElectionKeys, token: number): Promise<boolean> {
