@@ -4,7 +4,7 @@
 import { CliError, EXIT } from "../exit";
 
 /** `install`: the packages to name in the message, when more than `name` is needed. */
-export function loadClient(name: "etcd3" | "node-etcd" | "@nats-io/transport-node" | "@nats-io/kv" | "pg", forWhat: string, install: string = name): unknown {
+export function loadClient(name: "etcd3" | "node-etcd" | "@nats-io/transport-node" | "@nats-io/kv" | "pg" | "ioredis", forWhat: string, install: string = name): unknown {
   try {
     return require(name);
   } catch (err) {
