@@ -1,10 +1,13 @@
 // The facts of Redis that the Redis recipe relies on (redis-facts.ts), held
 // by a real redis-server (7.0, no persistence) through the ioredis adapter of
-// the port: one set of cases, run here on the real server.
+// the port, and by the simulated Redis the simulation runs on
+// (test/sim/stores/redis.ts): one set of cases, two targets.
 import { after, before, describe, test } from "node:test";
 import { Redis } from "ioredis";
 import { IoredisAdapter } from "../../../src/stores/redis/ioredis/adapter";
 import { electionKeys } from "../../../src/stores/redis/scripts";
+import { RedisStore } from "../../sim/stores/redis";
+import { Random, Scheduler } from "../../sim/world";
 import { startRedis, type RedisServer } from "../../kit/redis-server";
 import { exitOrFail, sleep, waitFor } from "../../kit/waiting";
 import { REDIS_FACTS, type RedisMaker } from "./redis-facts";
@@ -48,4 +51,33 @@ const onServer: RedisMaker = async () => ({
 
 describe("Redis facts on a real redis-server", () => {
   for (const fact of REDIS_FACTS) test(fact.title, () => fact.run(onServer));
+});
+
+let simulatedCount = 0;
+
+/** A simulated Redis in a world of its own, in virtual time; its active expiry's lag drawn from a seed of its own. */
+const onSimulatedRedis: RedisMaker = async () => {
+  const scheduler = new Scheduler();
+  const store = new RedisStore({ scheduler, random: new Random(++simulatedCount) });
+  return {
+    port: store,
+    keys: electionKeys("facts"),
+    operator: {
+      set: async (key, value) => store.set(key, value),
+      del: async (key) => store.del(key),
+      pexpire: async (key, ms) => store.pexpire(key, ms),
+      notifyKeyspaceEvents: async (flags) => void (store.notifyFlags = flags),
+      // A restart takes a while (a real one, tens of milliseconds), and the server's clock moves on meanwhile.
+      async restart() {
+        store.restart(false);
+        await scheduler.runUntil(scheduler.now + 20);
+      },
+      elapse: (ms) => scheduler.runUntil(scheduler.now + ms),
+      now: () => scheduler.now,
+    },
+  };
+};
+
+describe("Redis facts on the simulated Redis", () => {
+  for (const fact of REDIS_FACTS) test(fact.title, () => fact.run(onSimulatedRedis));
 });
