@@ -3,7 +3,7 @@ import type { Etcd3 } from "etcd3";
 import type { CountingProxy } from "../test/kit/counting-proxy";
 import type { OverloadCase } from "./scenarios/overload";
 import type { SessionsCase } from "./scenarios/sessions";
-import type { SubjectInfo } from "./subjects/types";
+import { storeOf, type SubjectInfo } from "./subjects/types";
 import { now } from "./util";
 
 export interface Params {
@@ -101,13 +101,17 @@ export interface BenchContext {
   natsUrl?: string;
   /** nats-server's monitoring URL (http://127.0.0.1:port), for its per-connection message counters. */
   natsMonitorUrl?: string;
+  /** PostgreSQL's connection string (postgres://postgres@127.0.0.1:port/postgres), when a PostgreSQL subject runs. */
+  postgresUrl?: string;
+  /** redis-server's URL (redis://127.0.0.1:port), when a Redis subject runs. */
+  redisUrl?: string;
   countingProxy: CountingProxy;
   /** For reading election state directly (v3). */
   probe: Etcd3;
   log(message: string): void;
 }
 
-/** Counts the members a subject holds in etcd under `prefix` (v2 directory or v3 prefix). */
+/** Counts the members a subject holds in etcd under `prefix` (v2 directory or v3 prefix); etcd subjects only. */
 export async function storeMemberCount(ctx: BenchContext, subject: SubjectInfo, prefix: string): Promise<number> {
   if (subject.api === "v2") {
     const response = await fetch(`${ctx.etcdUrl}/v2/keys${prefix}?sorted=true`, { signal: AbortSignal.timeout(3_000) });
@@ -118,11 +122,19 @@ export async function storeMemberCount(ctx: BenchContext, subject: SubjectInfo, 
   return Number(await ctx.probe.getAll().prefix(prefix).count());
 }
 
-/** Where a subject's members connect: etcd, or nats-server for the NATS subject. */
+/** Where a subject's members connect: etcd, nats-server, PostgreSQL or redis-server. */
 export function storeHosts(ctx: BenchContext, subject: SubjectInfo): string[] {
-  if (subject.api !== "nats") return [ctx.etcdUrl];
-  if (!ctx.natsUrl) throw new Error(`${subject.label} needs a nats-server, and none was started`);
-  return [ctx.natsUrl];
+  const store = storeOf(subject);
+  const url = { etcd: ctx.etcdUrl, nats: ctx.natsUrl, postgres: ctx.postgresUrl, redis: ctx.redisUrl }[store];
+  if (!url) throw new Error(`${subject.label} needs a ${store} server, and none was started`);
+  return [url];
+}
+
+/** The same store URL with `hostPort` (a proxy in front of the store) for its host and port; user, path and scheme kept. */
+export function throughProxy(url: string, hostPort: string): string {
+  const through = new URL(url);
+  through.host = hostPort;
+  return through.toString();
 }
 
 export function elapsedS(since: number): number {

@@ -4,10 +4,11 @@
 import { partialArgs, type BenchResults } from "./results";
 import type { ColdStartResult } from "./scenarios/cold-start";
 import type { NatsIdleRun } from "./scenarios/nats-idle";
+import type { StoreIdleRun } from "./scenarios/store-idle";
 import { perMemberPerSecond, type ScaleRun } from "./scenarios/scale";
 import { summarize, type Summary } from "./stats";
 import { SUBJECTS } from "./subjects/info";
-import type { SubjectId } from "./subjects/types";
+import { storeOf, type SubjectId, type SubjectInfo } from "./subjects/types";
 import type { SafetySummary } from "./tallies";
 
 const bySubject = <T extends { subject: string }>(list: readonly T[], id: string): T | undefined => list.find((r) => r.subject === id);
@@ -43,7 +44,7 @@ export function subjectsRun(results: BenchResults): Set<string> {
   return new Set(
     [
       ...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs, ...(results.natsIdle ?? []),
-      ...(results.overload ?? []), ...(results.drain ?? []),
+      ...(results.storeIdle ?? []), ...(results.overload ?? []), ...(results.drain ?? []),
     ]
       .map((r) => r.subject),
   );
@@ -154,6 +155,28 @@ export function natsIdleRun(results: BenchResults, id: string, n: number): NatsI
   return (results.natsIdle ?? []).find((r) => r.subject === id && r.n === n);
 }
 
+/** The PostgreSQL or Redis idle run at N: what the server counted for the whole election, per second. */
+export function storeIdleRun(results: BenchResults, id: string, n: number): StoreIdleRun | undefined {
+  return (results.storeIdle ?? []).find((r) => r.subject === id && r.n === n);
+}
+
+/** The N of a subject's PostgreSQL or Redis idle runs, lone leader (N = 1) included, ascending. */
+export function storeIdleNsOf(results: BenchResults, id: string): number[] {
+  return (results.storeIdle ?? []).filter((r) => r.subject === id).map((r) => r.n).sort((a, b) => a - b);
+}
+
+/**
+ * PostgreSQL and Redis idle load per member per second, from the server's
+ * counts for a whole election: the leader is the lone member's (N = 1); a
+ * follower's share at N is what the N members sent beyond that, ÷ (N − 1).
+ */
+export function storeIdleShares(results: BenchResults, id: string, n: number): { leader?: number; follower?: number } {
+  const lone = storeIdleRun(results, id, 1)?.requestsPerS;
+  const all = storeIdleRun(results, id, n)?.requestsPerS;
+  if (lone === undefined) return {};
+  return { leader: lone, follower: all === undefined || n < 2 ? undefined : (all - lone) / (n - 1) };
+}
+
 // Partition.
 
 export interface PartitionFigures {
@@ -197,7 +220,7 @@ export function safetyByScenario(results: BenchResults, id: string): SafetyPart[
     ["graceful", results.graceful],
     ["crash", results.crash],
     ["cold start", results.coldStart],
-    ["scale", [...results.scale.runs, ...(results.natsIdle ?? [])]],
+    ["scale", [...results.scale.runs, ...(results.natsIdle ?? []), ...(results.storeIdle ?? [])]],
     ["overload", results.overload ?? []],
     ["partition", results.partition],
   ];
@@ -223,9 +246,24 @@ export function safetyTotal(results: BenchResults, id: string): { trials: number
 
 // Ratios of this library to each peer.
 
-/** This library on etcd: the subjects the ratios compare with the peers (none of which runs on NATS). */
-const oursOnEtcd = SUBJECTS.filter((s) => s.ours && s.api !== "nats");
+/** This library on etcd: the subjects the ratios compare with the etcd peers (none of which runs on NATS). */
+const oursOnEtcd = SUBJECTS.filter((s) => s.ours && storeOf(s) === "etcd");
 const peers = SUBJECTS.filter((s) => !s.ours);
+const etcdPeers = peers.filter((s) => storeOf(s) === "etcd");
+
+/**
+ * The pairs the ratios compare: this library on etcd with each etcd peer
+ * (always, as before there were other stores), and this library on
+ * PostgreSQL or Redis with each peer on the same store, where it ran.
+ */
+function ratioPairs(results: BenchResults): Array<{ o: SubjectInfo; q: SubjectInfo }> {
+  const ran = subjectsRun(results);
+  const pairs = oursOnEtcd.flatMap((o) => etcdPeers.map((q) => ({ o, q })));
+  for (const o of SUBJECTS.filter((s) => s.ours && (s.api === "postgres" || s.api === "redis") && ran.has(s.id))) {
+    for (const q of peers.filter((p) => p.api === o.api)) pairs.push({ o, q });
+  }
+  return pairs;
+}
 
 function ratio(a: number | undefined, b: number | undefined): string {
   if (a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0) return "—";
@@ -239,9 +277,10 @@ function ratio(a: number | undefined, b: number | undefined): string {
  */
 export function ratioTable(results: BenchResults): { headers: string[]; rows: string[][] } {
   const rows: string[][] = [];
+  const pairs = ratioPairs(results);
   const metric = (name: string, value: (id: SubjectId) => number | undefined, sameApiOnly = false) => {
     const cells = [name];
-    for (const o of oursOnEtcd) for (const q of peers) cells.push(sameApiOnly && o.api !== q.api ? "·" : ratio(value(o.id), value(q.id)));
+    for (const { o, q } of pairs) cells.push(sameApiOnly && o.api !== q.api ? "·" : ratio(value(o.id), value(q.id)));
     if (cells.slice(1).some((c) => c !== "—" && c !== "·")) rows.push(cells);
   };
   const ns = scaleNs(results);
@@ -259,7 +298,13 @@ export function ratioTable(results: BenchResults): { headers: string[]; rows: st
     metric(`RSS per member, N=${n}`, (id) => scaleRun(results, id, n)?.memory?.rssPerMemberKiB);
     metric(`heap per member, N=${n}`, (id) => scaleRun(results, id, n)?.memory?.heapPerMemberKiB);
   }
+  // PostgreSQL and Redis: what the server counted, per member per second, at each one's largest N.
+  metric("idle requests per follower (server's count)", (id) => {
+    const n = storeIdleNsOf(results, id).at(-1);
+    return n === undefined ? undefined : storeIdleShares(results, id, n).follower;
+  });
+  metric("idle requests of the leader (server's count)", (id) => storeIdleShares(results, id, 1).leader);
   metric("partition step-down, median", (id) => partitionFigures(results, id).stepDown.median);
-  const short = (id: string) => (id === "ours-v2" ? "v2" : "v3");
-  return { headers: ["metric", ...oursOnEtcd.flatMap((o) => peers.map((q) => `${short(o.id)} ÷ ${q.label}`))], rows };
+  const short: Record<string, string> = { "ours-v2": "v2", "ours-v3": "v3", "ours-postgres": "PostgreSQL", "ours-redis": "Redis" };
+  return { headers: ["metric", ...pairs.map(({ o, q }) => `${short[o.id] ?? o.label} ÷ ${q.label}`)], rows };
 }

@@ -6,7 +6,7 @@
 import {
   changeFailover, changeListings, changeRequestsPerFollower, changeUnaware, coldStartOf, coldStartSettle, crashFailover, crashReaction,
   gracefulFailover, idleRate, largestN, learnDelays, machineLine, mean, natsIdleRun, otherLoadLine, partitionFigures, ratioTable,
-  runDescription, safetyTotal, scaleRun, subjectsRun, targetCounts,
+  runDescription, safetyTotal, scaleRun, storeIdleNsOf, storeIdleShares, subjectsRun, targetCounts,
 } from "./figures";
 import { isFullRun, type BenchResults } from "./results";
 import { summarize } from "./stats";
@@ -159,6 +159,14 @@ function sideBySide(results: BenchResults): string[][] {
           const r = natsIdleRun(results, s.id, SIDE_BY_SIDE_N);
           if (r?.followerSent === undefined || r.leaderSent === undefined) return undefined;
           return { value: `${fixed(r.followerSent, 3)} sent by a follower, ${fixed(r.leaderSent, 3)} by the leader (NATS messages)` };
+        }
+        if (s.api === "postgres" || s.api === "redis") {
+          // The server counts for the whole election: a follower's share at the largest N measured, the lone leader's.
+          const n = storeIdleNsOf(results, s.id).at(-1);
+          const shares = n === undefined ? {} : storeIdleShares(results, s.id, n);
+          if (n === undefined || shares.follower === undefined || shares.leader === undefined) return undefined;
+          const unit = s.api === "redis" ? "Redis commands" : "PostgreSQL transactions";
+          return { value: `${fixed(shares.follower, 3)} by a follower at N = ${n}, ${fixed(shares.leader, 3)} by the leader (${unit})` };
         }
         const rate = idleRate(scaleRun(results, s.id, SIDE_BY_SIDE_N));
         return rate === undefined ? undefined : { value: fixed(rate, 3) };

@@ -3,7 +3,7 @@
 import {
   changeListings, changeRequests, coldStartSettle, crashFailover, crashKeyGone, crashReaction, gracefulFailover,
   idleRate, largestN, learnDelays, machineLine, mean, otherLoadLine, partitionFigures, ratioTable, requestsPerRenewal,
-  runDescription, safetyByScenario, safetyTotal, scaleNs,
+  runDescription, safetyByScenario, safetyTotal, scaleNs, storeIdleShares, subjectsRun,
 } from "./figures";
 import type { BenchResults } from "./results";
 import type { DrainTrial } from "./scenarios/drain";
@@ -154,6 +154,27 @@ function natsIdle(results: BenchResults): string[] {
     `3b. NATS KV idle load once settled (TTL ${results.meta.params.scale.ttl} s), NATS messages per member per second, from nats-server's`,
     "    per-connection counters (/connz: published = sent, delivered = received)",
     table(["N", "subject", "follower sent", "follower received", "leader sent", "leader received", "problems"], rows),
+    "",
+  ];
+}
+
+function storeIdle(results: BenchResults): string[] {
+  const runs = results.storeIdle ?? [];
+  if (!runs.length) return [];
+  const rows: Cell[][] = runs.map((r) => {
+    const shares = storeIdleShares(results, r.subject, r.n);
+    const byKind = Object.entries(r.byKind ?? {}).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ");
+    return [
+      r.n, label(r.subject), num(r.requestsPerS, 3), r.n > 1 ? num(shares.follower, 3) : undefined, num(shares.leader, 3),
+      r.failures.length ? r.failures.join("; ").slice(0, 100) : byKind.slice(0, 100) || "none",
+    ];
+  });
+  return [
+    `3f. PostgreSQL and Redis idle load once settled (TTL ${results.meta.params.scale.ttl} s), per second, as the server counted it: Redis`,
+    "    commands (INFO commandstats, its INFO calls left out), PostgreSQL transactions of the database (pg_stat_database,",
+    "    commits + rollbacks; each statement outside a transaction block is one). The server counts for the whole election:",
+    "    the leader's figure is the lone member's (N = 1), a follower's what N members sent beyond it, ÷ (N − 1)",
+    table(["N", "subject", "whole election", "per follower", "leader", "by kind, per second (or problems)"], rows),
     "",
   ];
 }
@@ -342,7 +363,10 @@ function partition(results: BenchResults): string[] {
 }
 
 function safety(results: BenchResults): string[] {
-  const rows = SUBJECTS.map((s) => {
+  const ran = subjectsRun(results);
+  // The PostgreSQL and Redis subjects where they ran; the others always, as before those stores were measured.
+  const shown = SUBJECTS.filter((s) => (s.api !== "postgres" && s.api !== "redis") || ran.has(s.id));
+  const rows = shown.map((s) => {
     const total = safetyTotal(results, s.id);
     const parts = safetyByScenario(results, s.id).map((x) => (x.trials ? String(x.instants) : "—"));
     return [s.label, ...parts, total.instants, total.trials, num(total.longestMs, 0)];
@@ -350,7 +374,7 @@ function safety(results: BenchResults): string[] {
   return [
     "9. Safety: stretches of time during which two members believed they led (each member's isLeader() sampled every",
     "   5 ms, 20 ms at N = 1000, plus its elected/unelected events; a SIGKILLed member stops believing at the kill;",
-    "   scale includes the NATS KV idle runs)",
+    `   scale includes the NATS KV${results.storeIdle?.length ? ", PostgreSQL and Redis" : ""} idle runs)`,
     table(["subject", ...safetyByScenario(results, "ours-v2").map((x) => x.scenario), "total", "trials", "longest ms"], rows),
     "",
   ];
@@ -360,7 +384,7 @@ function messages(results: BenchResults): string[] {
   const lines: string[] = [];
   for (const s of SUBJECTS) {
     const counts: Record<string, number> = {};
-    const all = [...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs]
+    const all = [...results.graceful, ...results.crash, ...results.coldStart, ...results.partition, ...results.scale.runs, ...(results.storeIdle ?? [])]
       .filter((r) => r.subject === s.id);
     for (const r of all) for (const [k, v] of Object.entries(r.messages)) counts[k] = (counts[k] ?? 0) + v;
     const top = Object.entries(counts).sort((a, b) => b[1] - a[1]).slice(0, 4);
@@ -381,6 +405,7 @@ function failures(results: BenchResults): string[] {
     }
   }
   for (const r of results.scale.runs) for (const f of r.failures) lines.push(`   scale N=${r.n}, ${label(r.subject)}: ${f}`.slice(0, 300));
+  for (const r of results.storeIdle ?? []) for (const f of r.failures) lines.push(`   idle N=${r.n}, ${label(r.subject)}: ${f}`.slice(0, 300));
   return lines.length ? ["Trials that failed (a deadline passed, a process died, or the members never agreed on the leader):", ...lines, ""] : [];
 }
 
@@ -402,6 +427,7 @@ export function render(results: BenchResults): string {
     ...crash(results),
     ...idle(results),
     ...natsIdle(results),
+    ...storeIdle(results),
     ...overload(results),
     ...sessions(results),
     ...drain(results),

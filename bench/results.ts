@@ -5,6 +5,7 @@ import type { ColdStartResult } from "./scenarios/cold-start";
 import type { CrashResult } from "./scenarios/crash";
 import type { GracefulResult } from "./scenarios/graceful";
 import type { NatsIdleRun } from "./scenarios/nats-idle";
+import type { StoreIdleRun } from "./scenarios/store-idle";
 import type { OverloadRun } from "./scenarios/overload";
 import type { DrainRun } from "./scenarios/drain";
 import type { SessionsRun } from "./scenarios/sessions";
@@ -34,6 +35,8 @@ export interface BenchResults {
   scale: { baseline?: { seconds: number; proposals: number; grpcReceived: number }; runs: ScaleRun[] };
   /** NATS KV idle load (its own table: NATS messages, not etcd requests); results from before it was measured lack it. */
   natsIdle: NatsIdleRun[];
+  /** PostgreSQL and Redis idle load (what the server counted); results from before those subjects existed lack it. */
+  storeIdle?: StoreIdleRun[];
   /** Results from before overload was measured lack it. */
   overload?: OverloadRun[];
   /** Results from before sessions were measured lack it. */
@@ -64,7 +67,9 @@ export function partialArgs(results: BenchResults): string[] {
   );
   if (scenarios && known.some((s) => !scenarios.includes(s))) args.push(`--only=${scenarios.join(",")}`);
   const subjects = results.meta.subjects;
-  if (subjects && SUBJECTS.some((s) => !subjects.includes(s.id))) args.push(`--subjects=${subjects.join(",")}`);
+  // A run from before the PostgreSQL and Redis subjects existed left none of them out.
+  const existed = SUBJECTS.filter((s) => results.storeIdle !== undefined || (s.api !== "postgres" && s.api !== "redis"));
+  if (subjects && existed.some((s) => !subjects.includes(s.id))) args.push(`--subjects=${subjects.join(",")}`);
   return args;
 }
 

@@ -1,8 +1,12 @@
 // `npm run bench [-- --quick]`: this library (etcd v2 and v3) side by side
 // with etcd-leader 0.0.1 and etcd3's own Election, on one throwaway etcd;
-// and this library on NATS JetStream KV, on one throwaway nats-server
+// this library on NATS JetStream KV, on one throwaway nats-server
 // (graceful and crash failover, follower learn delays after cold start, and
-// its own idle table: messages sent and received per member per second).
+// its own idle table: messages sent and received per member per second);
+// and this library on PostgreSQL beside advisory-lock, and on Redis beside
+// redlock and redis-leader, on a throwaway PostgreSQL and redis-server, each
+// started only when one of its subjects is selected (graceful and crash
+// failover, the partition, and their own idle table: what the server counted).
 //
 // Scenarios (see bench/scenarios/): graceful failover, crash failover, idle
 // load, the cost of a leader change, how fast followers learn the new leader,
@@ -16,11 +20,12 @@
 // Options:
 //   --quick                 fewer trials, N up to 100 in the scale scenario, shorter overload windows (under 6 minutes)
 //   --only=a,b              scenarios: graceful, cold, scale, overload, sessions, drain, crash, partition
-//   --subjects=a,b          ours-v2, ours-v3, ours-nats, original, etcd3-election
+//   --subjects=a,b          ours-v2, ours-v3, ours-nats, ours-postgres, ours-redis, original, etcd3-election,
+//                           advisory-lock, redlock, redis-leader
 //
 // Every wait has a deadline, and a watchdog ends the run if the whole takes
-// far longer than planned. Member processes and etcd are gone afterwards
-// however the run ends.
+// far longer than planned. Member processes and the servers are gone
+// afterwards however the run ends.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { availableParallelism, release, totalmem, type } from "node:os";
@@ -42,12 +47,16 @@ import { prepareCrash, runCrash } from "./scenarios/crash";
 import { runGraceful } from "./scenarios/graceful";
 import { preparePartition, runPartition } from "./scenarios/partition";
 import { runNatsIdle } from "./scenarios/nats-idle";
+import { runStoreIdle, storeIdleNs } from "./scenarios/store-idle";
+import { startStoreServers, storeVersions, type StoreServers } from "./store-servers";
 import { runOverload } from "./scenarios/overload";
 import { runSessions } from "./scenarios/sessions";
 import { runDrain } from "./scenarios/drain";
 import { measureBaseline, runScale, spawnScaleHost } from "./scenarios/scale";
 import { SUBJECTS } from "./subjects/info";
 import { V2_POOL_MAX_SOCKETS } from "./subjects/node-etcd";
+import { POSTGRES_POOL_MAX } from "./subjects/ours-postgres";
+import { storeOf } from "./subjects/types";
 import { checkTargets } from "./targets";
 import { errorMessage, now, sleep } from "./util";
 import { outputsFor, writeAtomically, writeReport } from "./write-report";
@@ -75,7 +84,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: Set<Scenario>; subje
 }
 
 function usage(problem: string): never {
-  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,overload,sessions,drain,crash,partition] [--subjects=ours-v2,...]\n`);
+  process.stderr.write(`bench: ${problem}\nusage: npm run bench [-- --quick] [--only=graceful,cold,scale,overload,sessions,drain,crash,partition] [--subjects=${SUBJECTS.map((s) => s.id).join(",")}]\n`);
   process.exit(2);
 }
 
@@ -100,6 +109,7 @@ function machine(): BenchResults["meta"]["machine"] {
 
 let etcd: EtcdCluster | undefined;
 let nats: NatsServer | undefined;
+let stores: StoreServers | undefined;
 let proxy: CountingProxy | undefined;
 let probe: Etcd3 | undefined;
 let compiled: string | undefined;
@@ -116,6 +126,8 @@ async function cleanUp(): Promise<void> {
   etcd = undefined;
   await nats?.close().catch(() => undefined);
   nats = undefined;
+  await stores?.close();
+  stores = undefined;
 }
 
 process.on("exit", () => {
@@ -134,7 +146,9 @@ async function main(): Promise<void> {
   const params = paramsFor(args.quick);
   const startedAt = now();
   const subjects = SUBJECTS.filter((s) => args.subjects.has(s.id));
-  const watchdogS = args.quick ? 480 : 1800;
+  // PostgreSQL and Redis subjects add their failovers and idle runs.
+  const storeExtraS = subjects.some((s) => s.api === "postgres" || s.api === "redis") ? (args.quick ? 360 : 900) : 0;
+  const watchdogS = (args.quick ? 480 : 1800) + storeExtraS;
   const watchdog = setTimeout(() => {
     process.stderr.write(`bench: still running after ${watchdogS} s; giving up\n`);
     void cleanUp().finally(() => process.exit(1));
@@ -161,9 +175,14 @@ async function main(): Promise<void> {
     ctx.natsUrl = nats.url;
     ctx.natsMonitorUrl = `http://127.0.0.1:${nats.monitorPort}`;
   }
+  stores = await startStoreServers(ctx, subjects);
   /** The etcd-only scenarios (their figures come from etcd's own counters, or a proxy in front of etcd). */
-  const etcdSubjects = subjects.filter((s) => s.api !== "nats");
+  const etcdSubjects = subjects.filter((s) => storeOf(s) === "etcd");
   const natsSubjects = subjects.filter((s) => s.api === "nats");
+  /** PostgreSQL and Redis: graceful, crash, partition, and their own idle table. */
+  const sqlAndRedisSubjects = subjects.filter((s) => s.api === "postgres" || s.api === "redis");
+  /** Cold start, follower learn delays and the drain ask followers to name the leader, and members of this library on etcd or NATS. */
+  const etcdAndNatsSubjects = subjects.filter((s) => storeOf(s) === "etcd" || storeOf(s) === "nats");
 
   const results: BenchResults = {
     meta: {
@@ -199,6 +218,7 @@ async function main(): Promise<void> {
     coldStart: [],
     scale: { runs: [] },
     natsIdle: [],
+    storeIdle: [],
     overload: [],
     sessions: [],
     drain: [],
@@ -207,6 +227,22 @@ async function main(): Promise<void> {
     targets: [],
   };
 
+  if (sqlAndRedisSubjects.length) {
+    const versions = await storeVersions(stores);
+    results.meta.notes.push(
+      `PostgreSQL and Redis (cold start, follower learn delays, scale, overload and drain are etcd's and NATS's, and skip them): ` +
+        `${versions.postgres ? `PostgreSQL ${versions.postgres}` : ""}${versions.postgres && versions.redis ? " and " : ""}` +
+        `${versions.redis ? `redis-server ${versions.redis}` : ""} from the test kit (PostgreSQL without fsync and autovacuum, ` +
+        `Redis without persistence or keyspace notifications), one client per member: this library's a pg.Pool of at most ` +
+        `${POSTGRES_POOL_MAX} connections (keepAlive) or an ioredis client with its defaults; redlock and redis-leader on an ` +
+        `ioredis client each, advisory-lock on connections it opens itself. Their idle load has its own table (what the server ` +
+        `counted: Redis commands, PostgreSQL transactions)`,
+      "advisory-lock, redlock and redis-leader are locks used as elections: a follower cannot name the leader, so they " +
+        "report no `leader` events, and their trials wait for none. advisory-lock: tryLock() every TTL/2, the lock held by " +
+        "its session until unlock(); redlock: using() with one attempt per try, a try every 200–400 ms (its default retry " +
+        "delay and jitter); redis-leader: elect() with its default wait of 1 s",
+    );
+  }
   try {
     loadSince("before");
     if (args.only.has("graceful")) {
@@ -217,7 +253,7 @@ async function main(): Promise<void> {
       loadSince("graceful");
     }
     if (args.only.has("cold")) {
-      for (const subject of subjects) {
+      for (const subject of etcdAndNatsSubjects) {
         log(`cold start, N=${params.coldStart.n}: ${subject.label}`);
         results.coldStart.push(await runColdStart(ctx, subject));
         await sleep(500);
@@ -251,6 +287,12 @@ async function main(): Promise<void> {
           results.natsIdle.push(await runNatsIdle(ctx, subject, n));
         }
       }
+      for (const subject of sqlAndRedisSubjects) {
+        for (const n of storeIdleNs(params, subject)) {
+          log(`${subject.api === "redis" ? "Redis" : "PostgreSQL"} idle, N=${n}: ${subject.label}`);
+          results.storeIdle!.push(await runStoreIdle(ctx, subject, n));
+        }
+      }
       loadSince("scale");
     }
     if (args.only.has("overload")) {
@@ -273,7 +315,7 @@ async function main(): Promise<void> {
       loadSince("sessions");
     }
     if (args.only.has("drain")) {
-      for (const subject of subjects.filter((s) => s.ours && s.id !== "ours-v3-session")) {
+      for (const subject of etcdAndNatsSubjects.filter((s) => s.ours && s.id !== "ours-v3-session")) {
         log(`drain before release: ${subject.label}`);
         results.drain!.push(await runDrain(ctx, subject));
       }
@@ -287,11 +329,13 @@ async function main(): Promise<void> {
     if (crashing || partitioning) {
       log(`starting member processes for ${[crashing && "crash", partitioning && "partition"].filter(Boolean).join(" and ")} trials`);
       const crashPools = crashing ? await Promise.all(subjects.map((s) => prepareCrash(ctx, s))) : [];
-      const partitionHosts = partitioning ? await Promise.all(etcdSubjects.map((s) => preparePartition(ctx, s))) : [];
+      // NATS has no partition trials: its client's reconnects are not what the scenario measures.
+      const partitioned = [...etcdSubjects, ...sqlAndRedisSubjects];
+      const partitionHosts = partitioning ? await Promise.all(partitioned.map((s) => preparePartition(ctx, s))) : [];
       log(`${[crashing && "crash failover", partitioning && "partition"].filter(Boolean).join(" and ")}: all subjects concurrently`);
       [results.crash, results.partition] = await Promise.all([
         Promise.all(crashPools.map((pool, i) => runCrash(ctx, subjects[i]!, pool))),
-        Promise.all(partitionHosts.map((host, i) => runPartition(ctx, etcdSubjects[i]!, host))),
+        Promise.all(partitionHosts.map((host, i) => runPartition(ctx, partitioned[i]!, host))),
       ]);
       loadSince("crash + partition");
     }

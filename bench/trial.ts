@@ -5,6 +5,7 @@
 import { overlapStretches, type OverlapStretch } from "../test/kit/leadership-history";
 import type { EventLine } from "./member-protocol";
 import type { Host } from "./host";
+import { subjectInfo } from "./subjects/info";
 import { addSafety, tally, type Failure, type SafetySummary } from "./tallies";
 import { DeadlineError, errorMessage, now } from "./util";
 
@@ -15,6 +16,12 @@ export interface MemberState {
   believesSince: number | undefined;
   knownLeader: string | undefined;
   knownLeaderAt: number | undefined;
+  /**
+   * Whether its library names the leader to followers. A member whose
+   * library cannot (a lock used as an election) counts as following once it
+   * runs: the waits below ask nothing of it that it cannot say.
+   */
+  namesLeader: boolean;
   /** Stopped or killed on purpose: no longer expected to take part. */
   gone: boolean;
   errors: string[];
@@ -54,9 +61,10 @@ export class Trial {
   constructor(readonly label: string, private readonly keepAllEvents = true) {}
 
   attach(host: Host, names: string[]): void {
+    const { namesLeader } = subjectInfo(host.subject);
     for (const name of names) {
       this.members.set(name, {
-        name, host, believes: false, believesSince: undefined, knownLeader: undefined, knownLeaderAt: undefined,
+        name, host, believes: false, believesSince: undefined, knownLeader: undefined, knownLeaderAt: undefined, namesLeader,
         gone: false, errors: [], notes: [],
       });
     }
@@ -76,7 +84,8 @@ export class Trial {
 
   /**
    * Exactly one active member believes it leads and every other active member
-   * knows its name: that leader, and the time of the last event that made it so.
+   * knows its name (where its library names leaders at all): that leader, and
+   * the time of the last event that made it so.
    */
   settled(): { leader: string; t: number } | undefined {
     let leader: MemberState | undefined;
@@ -88,7 +97,7 @@ export class Trial {
     if (!leader) return undefined;
     let t = leader.believesSince ?? 0;
     for (const m of this.members.values()) {
-      if (m.gone || m === leader) continue;
+      if (m.gone || m === leader || !m.namesLeader) continue;
       if (m.knownLeader !== leader.name) return undefined;
       t = Math.max(t, m.knownLeaderAt ?? 0);
     }
@@ -108,7 +117,7 @@ export class Trial {
     let t = leader.believesSince ?? 0;
     let wrong = 0;
     for (const m of this.members.values()) {
-      if (m.gone || m === leader) continue;
+      if (m.gone || m === leader || !m.namesLeader) continue;
       if (m.knownLeader === undefined) return undefined;
       if (m.knownLeader !== leader.name) wrong++;
       t = Math.max(t, m.knownLeaderAt ?? 0);

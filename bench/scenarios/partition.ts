@@ -1,15 +1,17 @@
-// 8. Step-down under a partition. The first member reaches etcd through a
-// TCP proxy of its own and becomes leader; two more join directly. At a
-// random point of the leader's renewal cycle the proxy goes silent (a black
-// hole, not a reset). Measured: cut -> the old leader stops believing it
-// leads, cut -> a successor's `elected`, and the margin between the two
-// (positive: the old leader let go first). Then the proxy heals and the old
-// leader must rejoin as a follower: running, not leading, naming the
-// successor, and holding a membership in etcd again.
-import { storeMemberCount, type BenchContext } from "../context";
+// 8. Step-down under a partition. The first member reaches the store (etcd,
+// PostgreSQL or Redis) through a TCP proxy of its own and becomes leader; two
+// more join directly. At a random point of the leader's renewal cycle the
+// proxy goes silent (a black hole, not a reset). Measured: cut -> the old
+// leader stops believing it leads, cut -> a successor's `elected`, and the
+// margin between the two (positive: the old leader let go first). Then the
+// proxy heals and the old leader must rejoin as a follower: running, not
+// leading, naming the successor (where its library names leaders), and, on
+// etcd, holding a membership again (on PostgreSQL and Redis a follower holds
+// nothing in the store).
+import { storeHosts, storeMemberCount, throughProxy, type BenchContext } from "../context";
 import { Host } from "../host";
 import { FaultProxy } from "../../test/kit/fault-proxy";
-import type { SubjectInfo } from "../subjects/types";
+import { storeOf, type SubjectInfo } from "../subjects/types";
 import { runTrials } from "../trial";
 import { now, sleep, tag, uniform } from "../util";
 import { emptySafety, type Failure, type SafetySummary } from "../tallies";
@@ -49,7 +51,7 @@ const REJOIN_POLL_MS = 20;
 
 /** The member process for a subject's partition trials, started before any trial. */
 export async function preparePartition(ctx: BenchContext, subject: SubjectInfo): Promise<Host> {
-  const host = await Host.spawn(subject.id, [ctx.etcdUrl], 5);
+  const host = await Host.spawn(subject.id, storeHosts(ctx, subject), 5);
   await host.request("init");
   return host;
 }
@@ -58,6 +60,7 @@ export async function runPartition(ctx: BenchContext, subject: SubjectInfo, host
   const { ttl } = ctx.params;
   const { trials, budgetS } = ctx.params.partition;
   const result: PartitionResult = { subject: subject.id, trials: [], failures: [], safety: emptySafety(), messages: {} };
+  const onEtcd = storeOf(subject) === "etcd";
   await runTrials({
     label: `${subject.id} partition`,
     trials,
@@ -66,7 +69,9 @@ export async function runPartition(ctx: BenchContext, subject: SubjectInfo, host
     continueAfterFailure: () => host.alive,
     close: () => host.shutdown(),
     async run(trial, i, release) {
-      const proxy = await FaultProxy.start({ upstream: new URL(ctx.etcdUrl).host });
+      const storeUrl = storeHosts(ctx, subject)[0]!;
+      const proxy = await FaultProxy.start({ upstream: new URL(storeUrl).host });
+      const proxied = onEtcd ? proxy.url : throughProxy(storeUrl, proxy.hostPort);
       const key = subject.electionKey(`partition/${i}-${tag()}`);
       const [a, b, c] = ["a", "b", "c"].map((s) => `p${i}${s}`) as [string, string, string];
       trial.attach(host, [a, b, c]);
@@ -74,7 +79,7 @@ export async function runPartition(ctx: BenchContext, subject: SubjectInfo, host
         await host.request("close", { names: [a, b, c] }, 20_000).catch(() => undefined);
         await proxy.close();
       });
-      await host.request("add", { members: [{ key, name: a, ttl, hosts: [proxy.url] }] });
+      await host.request("add", { members: [{ key, name: a, ttl, hosts: [proxied] }] });
       await host.request("start", { names: [a] });
       await trial.waitFor("the proxied member elected", () => (trial.members.get(a)!.believes ? true : undefined), 10_000);
       await host.request("add", { members: [b, c].map((name) => ({ key, name, ttl })) });
@@ -114,10 +119,10 @@ export async function runPartition(ctx: BenchContext, subject: SubjectInfo, host
         while (now() < rejoinDeadline) {
           const state = ((await host.request("running")).state as Record<string, { running: boolean; leader: boolean }>)[a];
           const member = trial.members.get(a)!;
-          const count = await storeMemberCount(ctx, subject, subject.storePrefix(key)).catch(() => -1);
+          const count = onEtcd ? await storeMemberCount(ctx, subject, subject.storePrefix(key)).catch(() => -1) : 3;
           if (!state?.running) problem = "the old leader stopped running (it gave up after an error)";
           else if (state.leader) problem = "the old leader still believes it leads";
-          else if (member.knownLeader !== next.name) problem = `the old leader names ${member.knownLeader ?? "nobody"} as leader`;
+          else if (member.namesLeader && member.knownLeader !== next.name) problem = `the old leader names ${member.knownLeader ?? "nobody"} as leader`;
           else if (count !== 3) problem = `etcd holds ${count} members, not 3`;
           else {
             outcome.rejoinMs = now() - tHeal;

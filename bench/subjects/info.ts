@@ -19,6 +19,7 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     storePrefix: (key) => key,
     // refreshInterval defaults to TTL / 2.
     renewalsPerTtl: 2,
+    namesLeader: true,
   },
   {
     id: "ours-v3",
@@ -28,6 +29,7 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     electionKey: (scope) => `bench/ours-v3/${scope}`,
     storePrefix: (key) => `${key}/`,
     renewalsPerTtl: 2,
+    namesLeader: true,
   },
   {
     id: "ours-nats",
@@ -39,6 +41,31 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     storePrefix: (key) => key,
     // The leader's update every TTL/2, as on etcd.
     renewalsPerTtl: 2,
+    namesLeader: true,
+  },
+  {
+    id: "ours-postgres",
+    label: "etcd-leader PostgreSQL",
+    api: "postgres",
+    ours: true,
+    // One row per election in the library's table, keyed by this.
+    electionKey: (scope) => `bench/ours-postgres/${scope}`,
+    storePrefix: (key) => key,
+    // The leader's UPDATE of its row every TTL/2.
+    renewalsPerTtl: 2,
+    namesLeader: true,
+  },
+  {
+    id: "ours-redis",
+    label: "etcd-leader Redis",
+    api: "redis",
+    ours: true,
+    // No braces: the library puts the key in a hash tag of its own.
+    electionKey: (scope) => `bench:ours-redis:${scope}`,
+    storePrefix: (key) => key,
+    // The leader's renewal script every TTL/2.
+    renewalsPerTtl: 2,
+    namesLeader: true,
   },
   {
     id: "original",
@@ -49,6 +76,7 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     storePrefix: (key) => key,
     // Its refresh timer: ttl * 500 ms.
     renewalsPerTtl: 2,
+    namesLeader: true,
   },
   {
     id: "etcd3-election",
@@ -60,6 +88,40 @@ export const SUBJECTS: readonly SubjectInfo[] = [
     storePrefix: (key) => `election/${key}/`,
     // etcd3's Lease keeps its lease alive every TTL / 3.
     renewalsPerTtl: 3,
+    namesLeader: true,
+  },
+  {
+    id: "advisory-lock",
+    label: "advisory-lock",
+    api: "postgres",
+    ours: false,
+    electionKey: (scope) => `bench/advisory-lock/${scope}`,
+    storePrefix: (key) => key,
+    // The holder's session keeps the lock: it sends nothing while it leads.
+    renewalsPerTtl: 0,
+    namesLeader: false,
+  },
+  {
+    id: "redlock",
+    label: "redlock",
+    api: "redis",
+    ours: false,
+    electionKey: (scope) => `bench:redlock:${scope}`,
+    storePrefix: (key) => key,
+    // using() extends the lock once 500 ms of it are left: every TTL − 0.5 s, one per TTL and a little more.
+    renewalsPerTtl: 1,
+    namesLeader: false,
+  },
+  {
+    id: "redis-leader",
+    label: "redis-leader",
+    api: "redis",
+    ours: false,
+    electionKey: (scope) => `bench:redis-leader:${scope}`,
+    storePrefix: (key) => key,
+    // A GET and a PEXPIRE every TTL/2.
+    renewalsPerTtl: 2,
+    namesLeader: false,
   },
 ];
 
@@ -79,4 +141,5 @@ export const SESSION_SUBJECT: SubjectInfo = {
   storePrefix: (key) => `${key}/`,
   // One keep-alive per refresh interval (TTL/2) for the whole session.
   renewalsPerTtl: 2,
+  namesLeader: true,
 };

@@ -2,21 +2,41 @@
 // members that start, stop, say whether they believe they lead, and report
 // elected / unelected / leader / error events.
 
-export type SubjectId = "ours-v2" | "ours-v3" | "ours-nats" | "original" | "etcd3-election" | "ours-v3-session";
+export type SubjectId =
+  | "ours-v2"
+  | "ours-v3"
+  | "ours-nats"
+  | "ours-postgres"
+  | "ours-redis"
+  | "original"
+  | "etcd3-election"
+  | "advisory-lock"
+  | "redlock"
+  | "redis-leader"
+  | "ours-v3-session";
+
+/** The server a subject's members talk to. */
+export type Store = "etcd" | "nats" | "postgres" | "redis";
 
 export interface SubjectInfo {
   readonly id: SubjectId;
   /** How it appears in tables. */
   readonly label: string;
-  /** Which store it talks to: an etcd API, or NATS JetStream KV. */
-  readonly api: "v2" | "v3" | "nats";
+  /** Which store it talks to: an etcd API, NATS JetStream KV, PostgreSQL or Redis. */
+  readonly api: "v2" | "v3" | "nats" | "postgres" | "redis";
+  /**
+   * Whether its followers can name the leader (`leader` events). False for a
+   * lock used as an election: a follower knows only that the lock is taken,
+   * so trials wait for no follower to name anyone.
+   */
+  readonly namesLeader: boolean;
   /** This library (targets apply) or a peer (compared against). */
   readonly ours: boolean;
   /** The election key for a run: a fresh one per subject and trial. */
   electionKey(scope: string): string;
   /** Where the subject keeps its members in etcd for `key`: a v2 directory or a v3 prefix (NATS: the key itself). */
   storePrefix(key: string): string;
-  /** How many renewals its schedule sends per TTL, per member, with the options the benchmark uses. */
+  /** How many renewals its schedule sends per TTL, per member, with the options the benchmark uses (0: the leader sends none). */
   readonly renewalsPerTtl: number;
 }
 
@@ -62,4 +82,9 @@ export interface SubjectRuntime {
 
 export interface Subject extends SubjectInfo {
   runtime(hosts: string[]): SubjectRuntime;
+}
+
+/** The server behind an API: both etcd APIs are one etcd. */
+export function storeOf(subject: Pick<SubjectInfo, "api">): Store {
+  return subject.api === "v2" || subject.api === "v3" ? "etcd" : subject.api;
 }

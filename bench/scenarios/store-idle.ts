@@ -1,0 +1,145 @@
+// PostgreSQL and Redis idle load: N members of one election in one process,
+// each on its own client, settled; over a window, what the server itself
+// counted, per second, for the whole election:
+//   Redis       commands processed (INFO commandstats), every command but the
+//               INFO calls that take the measurement;
+//   PostgreSQL  transactions of the database (pg_stat_database: xact_commit +
+//               xact_rollback), minus the one the first reading is; every
+//               statement the members send outside a transaction block is
+//               one, a failed one a rollback.
+// The server counts for all members at once, not per connection: the lone
+// leader is measured apart (N = 1), and a follower's share at N is what the
+// N members sent beyond that lone leader, ÷ (N − 1) (bench/figures.ts).
+// Autovacuum is off on the benchmark's PostgreSQL (bench/store-servers.ts),
+// so that none of its transactions lands in a window.
+import pg from "pg";
+import { Redis } from "ioredis";
+import { storeHosts, type BenchContext, type Params } from "../context";
+import { Host } from "../host";
+import { storeOf, type SubjectInfo } from "../subjects/types";
+import { Trial } from "../trial";
+import { errorMessage, sleep, tag } from "../util";
+import { addSafety, emptySafety, tally, type SafetySummary } from "../tallies";
+
+export interface StoreIdleRun {
+  subject: string;
+  n: number;
+  seconds: number;
+  /** What the server counted for the whole election, per second (Redis: commands; PostgreSQL: transactions). */
+  requestsPerS?: number;
+  /** The same by kind, per second: Redis commands by name; PostgreSQL commits and rollbacks. */
+  byKind?: Record<string, number>;
+  failures: string[];
+  safety: SafetySummary;
+  messages: Record<string, number>;
+}
+
+/**
+ * PostgreSQL's connections are capped (max_connections 200 in the test kit's
+ * server, 3 of them reserved), and a member of this library holds up to two:
+ * a hundred members would not fit.
+ */
+const POSTGRES_MAX_N = 50;
+
+/** The N of a store's idle runs: the lone leader, then the scale scenario's N up to 100 (10 in a quick run). */
+export function storeIdleNs(params: Params, subject: SubjectInfo): number[] {
+  const cap = params.quick ? 10 : 100;
+  const ns = params.scale.ns.filter((n) => n <= cap).map((n) => (storeOf(subject) === "postgres" ? Math.min(n, POSTGRES_MAX_N) : n));
+  return [...new Set([1, ...ns])];
+}
+
+/** Reads a server's running count of what its clients sent: a total and its parts. */
+interface RequestCounter {
+  read(): Promise<{ total: number; byKind: Record<string, number> }>;
+  close(): Promise<void>;
+}
+
+async function redisCounter(url: string): Promise<RequestCounter> {
+  const probe = new Redis(url, { connectionName: "bench-probe", lazyConnect: true });
+  probe.on("error", () => undefined);
+  await probe.connect();
+  return {
+    async read() {
+      const byKind: Record<string, number> = {};
+      let total = 0;
+      for (const line of (await probe.info("commandstats")).split("\n")) {
+        const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+        // The measurement's own commands are INFO, and nothing else.
+        if (!match || match[1] === "info") continue;
+        byKind[match[1]!] = Number(match[2]);
+        total += Number(match[2]);
+      }
+      return { total, byKind };
+    },
+    async close() {
+      probe.disconnect();
+    },
+  };
+}
+
+async function postgresCounter(url: string): Promise<RequestCounter> {
+  const probe = new pg.Client({ connectionString: url, application_name: "bench-probe" });
+  probe.on("error", () => undefined);
+  await probe.connect();
+  let readings = 0;
+  return {
+    async read() {
+      const result = await probe.query<{ commits: string; rollbacks: string }>(
+        "SELECT xact_commit AS commits, xact_rollback AS rollbacks FROM pg_stat_database WHERE datname = current_database()",
+      );
+      const row = result.rows[0];
+      if (!row) throw new Error("pg_stat_database has no row for the current database");
+      // Each earlier reading is a transaction of this database too, counted once the server has flushed it.
+      const commits = Number(row.commits) - readings++;
+      const rollbacks = Number(row.rollbacks);
+      return { total: commits + rollbacks, byKind: { commits, rollbacks } };
+    },
+    async close() {
+      await probe.end().catch(() => undefined);
+    },
+  };
+}
+
+export async function runStoreIdle(ctx: BenchContext, subject: SubjectInfo, n: number): Promise<StoreIdleRun> {
+  const p = ctx.params.scale;
+  // At least a TTL: the leader renews every TTL/2, and a follower of this library checks once a TTL.
+  const seconds = Math.max(p.windowS, p.ttl);
+  const run: StoreIdleRun = { subject: subject.id, n, seconds, failures: [], safety: emptySafety(), messages: {} };
+  const url = storeHosts(ctx, subject)[0]!;
+  const host = await Host.spawn(subject.id, [url], 20);
+  const key = subject.electionKey(`idle/${n}-${tag()}`);
+  const names = Array.from({ length: n }, (_, j) => `i${n}m${String(j).padStart(4, "0")}`);
+  const trial = new Trial(`${subject.id} idle N=${n}`);
+  trial.attach(host, names);
+  let counter: RequestCounter | undefined;
+  try {
+    counter = storeOf(subject) === "redis" ? await redisCounter(url) : await postgresCounter(url);
+    await host.request("init");
+    await host.request("add", { members: names.map((name) => ({ key, name, ttl: p.ttl })) }, 60_000);
+    const spreadMs = n > 1 ? p.spreadMs : 0;
+    await host.request("start", { spreadMs });
+    await trial.waitFor("one leader, every other member following", () => trial.settled(), spreadMs + 30_000);
+    // A whole renewal interval and more, so that every member is in its steady state.
+    await sleep((p.ttl * 1000) / 2 + p.extraSettleS * 1000);
+    const before = await counter.read();
+    await sleep(seconds * 1000);
+    const after = await counter.read();
+    run.requestsPerS = (after.total - before.total) / seconds;
+    run.byKind = {};
+    for (const [kind, count] of Object.entries(after.byKind)) {
+      const delta = count - (before.byKind[kind] ?? 0);
+      if (delta > 0) run.byKind[kind] = delta / seconds;
+    }
+    if (trial.leaders().length !== 1) run.failures.push(`the election did not stay settled: ${trial.describe()}`);
+  } catch (err) {
+    run.failures.push(errorMessage(err));
+  } finally {
+    addSafety(run.safety, trial.safety());
+    tally(run.messages, trial);
+    trial.dispose();
+    await host.request("close", { names }, 60_000).catch(() => undefined);
+    await host.shutdown();
+    await counter?.close();
+  }
+  return run;
+}
