@@ -92,7 +92,8 @@ describe("etcd-leader/redis on a real redis-server", () => {
     assert.ok(performance.now() - leftAt < 1_000, "the release is announced: no wait for the TTL");
     assert.ok(follower.fencingToken()! > firstToken);
     await waitFor("the observer to name the new leader", BOUND_MS, () => observed.at(-1) === follower.name);
-    assert.deepEqual(observed.slice(0, 1), [first.name]);
+    // (It may first have seen nobody lead, before the first win.)
+    assert.equal(observed.find((name) => name !== undefined), first.name);
     observer.stop();
   });
 
