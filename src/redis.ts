@@ -60,7 +60,7 @@ export async function redisLeader(
   if (typeof name !== "string" || name.trim() === "") throw new TypeError(`name must be a non-empty string, got ${JSON.stringify(name)}`);
   const { keyspaceNotifications, timing } = splitOptions(options);
   const resolved = resolveOptions(undefined, timing);
-  const backend = backendFor(redis, key, name, resolved.ttlMs, keyspaceNotifications);
+  const backend = backendFor(redis, key, name, resolved.ttlMs, keyspaceNotifications, resolved.requestTimeout);
   return new Election(backend, name, resolved);
 }
 
@@ -69,12 +69,12 @@ export namespace redisLeader {
   export function observe(redis: RedisClient, key: string, options: RedisElectionOptions = {}): LeaderObserver {
     const { keyspaceNotifications, timing } = splitOptions(options);
     const resolved = resolveOptions(undefined, timing);
-    return new LeaderObserver(backendFor(redis, key, "observer", resolved.ttlMs, keyspaceNotifications), resolved);
+    return new LeaderObserver(backendFor(redis, key, "observer", resolved.ttlMs, keyspaceNotifications, resolved.requestTimeout), resolved);
   }
 
   /** One read of who leads the election on `key`: `{ name, token }`, or undefined while nobody does. */
   export async function whoLeads(redis: RedisClient, key: string, options: RedisReadOptions = {}): Promise<Leader | undefined> {
-    const backend = backendFor(redis, key, "observer", 1_000, false);
+    const backend = backendFor(redis, key, "observer", 1_000, false, requestTimeout(options));
     const signal = checkSignal(options.signal, "whoLeads()");
     const timeout = AbortSignal.timeout(requestTimeout(options));
     if (signal?.aborted) throw abortError(signal.reason);
@@ -88,7 +88,7 @@ export namespace redisLeader {
 
   /** Who is in line: on Redis the leader alone (`scope: "leader"`), since a member that does not lead holds nothing in Redis. */
   export function candidates(redis: RedisClient, key: string, options: RedisReadOptions = {}): Promise<Candidates> {
-    const backend = backendFor(redis, key, "observer", 1_000, false);
+    const backend = backendFor(redis, key, "observer", 1_000, false, requestTimeout(options));
     return readCandidates(backend, requestTimeout(options), checkSignal(options.signal, "candidates()"));
   }
 }
@@ -97,10 +97,10 @@ function isSettings(value: unknown): value is RedisElectionSettings {
   return typeof value === "object" && value !== null && "redis" in value && "key" in value;
 }
 
-function backendFor(redis: unknown, key: unknown, name: string, ttlMs: number, keyspace: KeyspaceNotifications): RedisBackend {
+function backendFor(redis: unknown, key: unknown, name: string, ttlMs: number, keyspace: KeyspaceNotifications, requestTimeoutMs: number): RedisBackend {
   checkClient(redis);
   checkKey(key);
-  return new RedisBackend(new IoredisAdapter(redis), key, name, ttlMs, keyspace);
+  return new RedisBackend(new IoredisAdapter(redis, requestTimeoutMs), key, name, ttlMs, keyspace);
 }
 
 /** A one-shot read's timeout, checked: 5 s unless given. */

@@ -101,6 +101,11 @@ export class KeyEvents implements RedisMessageListener {
     return newest;
   }
 
+  /** Checks that the subscription's connection still answers (a follower does, each time it checks the key itself). */
+  probe(): void {
+    this.subscription?.probe?.();
+  }
+
   close(): void {
     this.closed = true;
     this.subscription?.stop();

@@ -75,7 +75,10 @@ export class Follower {
       }
       const event = await events.next(holder.goneBy + jitter(this.ttlMs, candidate.random), signal);
       if (!event) {
-        // Its key must have run out by now, unless renewed unheard: the race tells.
+        // Its key must have run out by now, unless renewed unheard: the race
+        // tells. A subscription whose connection went silent would have
+        // missed the renewals and releases: check that it still answers.
+        events.probe();
         this.holder = undefined;
         continue;
       }

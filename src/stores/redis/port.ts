@@ -62,6 +62,13 @@ export interface RedisMessageListener {
 export interface RedisSubscription {
   /** Unsubscribes and closes the connection. */
   stop(): void;
+  /**
+   * Checks that the connection still answers (a PING), without waiting: if
+   * it does not within the request timeout, the subscription ends (onEnd),
+   * as if its connection had closed. Optional: a store whose connections
+   * cannot go silent leaves it out.
+   */
+  probe?(): void;
 }
 
 /** The keys and channel of one election. */

@@ -66,7 +66,7 @@ export function redisTarget(): ConformanceTarget {
           const client = new Redis({ host: "127.0.0.1", port: proxy.port, retryStrategy: () => 100 });
           client.on("error", () => undefined);
           clients.push(client);
-          return new RedisBackend(new IoredisAdapter(client), keys.key.slice(1, -1), name, ttlSeconds * 1_000);
+          return new RedisBackend(new IoredisAdapter(client, (ttlSeconds * 1_000) / 2), keys.key.slice(1, -1), name, ttlSeconds * 1_000);
         },
         async members() {
           const now = await holder();

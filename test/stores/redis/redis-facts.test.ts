@@ -33,7 +33,7 @@ after(async () => {
 });
 
 const onServer: RedisMaker = async () => ({
-  port: new IoredisAdapter(member),
+  port: new IoredisAdapter(member, 5_000),
   keys: electionKeys(`facts-${++elections}`),
   operator: {
     set: async (key, value) => void (await admin.set(key, value)),

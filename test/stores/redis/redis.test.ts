@@ -132,7 +132,7 @@ describe("etcd-leader/redis on a real redis-server", () => {
           const key = freshKey();
           const keys = electionKeys(key);
           // A holder that never renews nor watches (a paused process): its key lives 1.5 s.
-          const won = await new IoredisAdapter(client()).acquire(keys, "silent", 1_500);
+          const won = await new IoredisAdapter(client(), 5_000).acquire(keys, "silent", 1_500);
           assert.equal(won.won, true);
           const follower = await member(key, "follower");
           await waitFor("the follower to name the holder", BOUND_MS, () => follower.currentLeader() === "silent");

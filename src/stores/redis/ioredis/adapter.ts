@@ -18,12 +18,18 @@
 // earlier still, and a win that arrives after the member stopped waiting is
 // given back.)
 //
+// A connection that goes silent is found by the adapter's own requests
+// (silence.ts): one unanswered for a request timeout, and a PING after it,
+// make the client connect again; a subscription is PINGed when its follower
+// checks the key (probe), and ended if that goes unanswered.
+//
 // Errors are all transient: a ReplyError (a script refused, WRONGTYPE at the
 // election key) is reported and retried like a lost connection.
 import { createHash } from "node:crypto";
 import { ACQUIRE, READ, RELEASE, RENEW, parseHeld } from "../scripts";
 import type { AcquireAnswer, ElectionKeys, RedisHolding, RedisMessageListener, RedisPort, RedisSubscription } from "../port";
 import type { RedisClient } from "./client";
+import { SilenceWatch } from "./silence";
 
 /** A script and its SHA1, for EVALSHA. */
 interface Script {
@@ -49,7 +55,15 @@ export class RedisUnavailableError extends Error {
 }
 
 export class IoredisAdapter implements RedisPort {
-  constructor(private readonly client: RedisClient) {}
+  private readonly silence: SilenceWatch;
+
+  constructor(
+    private readonly client: RedisClient,
+    /** How long a request, then a PING, may go unanswered before a connection counts as silent: the request timeout. */
+    private readonly silentAfterMs: number,
+  ) {
+    this.silence = new SilenceWatch(client, silentAfterMs, "the Redis client");
+  }
 
   async acquire(keys: ElectionKeys, name: string, ttlMs: number): Promise<AcquireAnswer> {
     const answer = await this.run(SCRIPTS.acquire, keys, name, ttlMs, keys.channel);
@@ -99,7 +113,22 @@ export class IoredisAdapter implements RedisPort {
       stop();
       throw err;
     }
-    return { stop };
+    let probing = false;
+    const probe = () => {
+      if (stopped || probing || typeof connection.ping !== "function") return;
+      probing = true;
+      const timer = setTimeout(() => {
+        if (stopped) return;
+        stop();
+        listener.onEnd(new RedisUnavailableError(`the subscription to ${channels.join(", ")} did not answer a PING within ${this.silentAfterMs} ms: its connection is silent`));
+      }, this.silentAfterMs);
+      const answered = () => {
+        probing = false;
+        clearTimeout(timer);
+      };
+      connection.ping().then(answered, answered);
+    };
+    return { stop, probe };
   }
 
   keyspaceChannel(key: string): string | undefined {
@@ -126,10 +155,10 @@ export class IoredisAdapter implements RedisPort {
   private async run(script: Script, keys: ElectionKeys, ...args: Array<string | number>): Promise<unknown> {
     await this.connected();
     try {
-      return await this.client.evalsha(script.sha, 2, keys.key, keys.counter, ...args);
+      return await this.silence.watch(this.client.evalsha(script.sha, 2, keys.key, keys.counter, ...args));
     } catch (err) {
       if (!String((err as { message?: unknown }).message).startsWith("NOSCRIPT")) throw err;
-      return this.client.eval(script.source, 2, keys.key, keys.counter, ...args);
+      return this.silence.watch(this.client.eval(script.source, 2, keys.key, keys.counter, ...args));
     }
   }
 

@@ -10,6 +10,8 @@ export interface RedisSubscriberConnection {
   on(event: "close" | "end", listener: () => void): unknown;
   on(event: "error", listener: (error: Error) => void): unknown;
   disconnect(): void;
+  /** PING; on a subscribed connection too (RESP2 allows it there). */
+  ping?(): Promise<unknown>;
 }
 
 /** The part of an ioredis `Redis` (or `Cluster`) this package uses. */
@@ -29,6 +31,10 @@ export interface RedisClient {
   readonly options?: { readonly db?: number };
   /** True on an ioredis Cluster. */
   readonly isCluster?: boolean;
+  /** PING, to tell a silent connection from a slow server (silence.ts). */
+  ping?(): Promise<unknown>;
+  /** Drops the connection; with `true`, connects again (silence.ts). */
+  disconnect?(reconnect?: boolean): void;
 }
 
 const CLIENT_METHODS = ["duplicate", "evalsha", "eval"] as const;
