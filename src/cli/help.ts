@@ -8,7 +8,7 @@ const CONNECTION = `Connecting (as etcdctl):
   --key FILE            private key of the client certificate
   --user NAME[:PW]      user for etcd authentication
   --password PW         its password, if not given in --user
-  --backend etcd|nats   store (default etcd)
+  --backend etcd|nats|postgres|redis   store (default etcd)
 
 On NATS JetStream KV (--backend nats, as the nats tool):
   --server URLS         NATS servers, comma-separated (default: $NATS_URL, else nats://127.0.0.1:4222)
@@ -19,12 +19,18 @@ On NATS JetStream KV (--backend nats, as the nats tool):
   --tlskey FILE         private key of the client certificate
   --user NAME, --password PW   user and password
 
+On PostgreSQL (--backend postgres) and Redis (--backend redis):
+  --url URL             postgres://user:pw@host:5432/db (default: $DATABASE_URL), or
+                        redis://user:pw@host:6379 (default: $REDIS_URL, else redis://127.0.0.1:6379)
+  --table NAME          PostgreSQL: the table of lease rows (default etcd_leader_elections),
+                        made if missing
+
 Output:
   --json                JSON lines instead of readable lines
   --quiet               no state changes on stderr
   -h, --help            this help`;
 
-export const TOOL_HELP = `etcd-leader: leader election from the command line, on etcd or NATS JetStream KV.
+export const TOOL_HELP = `etcd-leader: leader election from the command line, on etcd, NATS JetStream KV, PostgreSQL or Redis.
 
 Usage:
   etcd-leader run KEY [flags] [--] COMMAND [ARGS...]   run COMMAND only while this member leads KEY
@@ -35,7 +41,7 @@ Usage:
 'etcd-leader COMMAND --help' describes each command's flags.
 
 Exit codes: 0 ok; the command's own code (run); 3 nobody leads (who); 64 bad usage;
-69 store unavailable (etcd or NATS, or the bucket is missing); 70 internal error; 75 the on-unelected hook failed;
+69 store unavailable (the server cannot be reached, or the NATS bucket is missing); 70 internal error; 75 the on-unelected hook failed;
 126 command not executable; 127 command not found.
 
 ${CONNECTION}`;
@@ -120,6 +126,9 @@ Examples:
   etcd-leader run --ttl 5 /cron/nightly-report -- ./report.sh
   # on NATS, in a bucket made with: nats kv add --ttl 10s leaders
   etcd-leader run --backend nats --server nats://10.0.0.1:4222 --bucket leaders mailer -- node mailer.js
+  # on PostgreSQL or Redis
+  DATABASE_URL=postgres://app@db/app etcd-leader run --backend postgres mailer -- node mailer.js
+  etcd-leader run --backend redis --url redis://cache:6379 mailer -- node mailer.js
   # elector-style hooks
   etcd-leader run /vip/leader --on-elected 'ip addr add 10.0.0.5/24 dev eth0' \\
       --on-unelected 'ip addr del 10.0.0.5/24 dev eth0'
@@ -133,8 +142,8 @@ Prints the leader of the election at KEY and its fencing token, once, and exits
 
   --all                 every member in line, the leader first, each with its
                         token (--json: {"key","scope","members"}); on NATS KV,
-                        where members that do not lead hold nothing in the
-                        bucket, the leader alone (scope "leader")
+                        PostgreSQL and Redis, where members that do not lead
+                        hold nothing in the store, the leader alone (scope "leader")
 
 Examples:
   etcd-leader who /services/mailer/leader

@@ -33,6 +33,8 @@ const COMMON: Options = {
   tlscert: { type: "string" },
   tlskey: { type: "string" },
   tlsca: { type: "string" },
+  url: { type: "string" },
+  table: { type: "string" },
   json: { type: "boolean" },
   quiet: { type: "boolean" },
   help: { type: "boolean", short: "h" },
@@ -190,20 +192,47 @@ function metricsAddress(values: Values): Address | undefined {
   return parsed;
 }
 
-/** Flags of one store given to the other, and what to give instead. */
-const ETCD_ONLY = { endpoints: "--server", api: "", cacert: "--tlsca", cert: "--tlscert", key: "--tlskey", "watch-rearm": "" } as const;
-const NATS_ONLY = { server: "--endpoints", bucket: "", tlsca: "--cacert", tlscert: "--cert", tlskey: "--key", "go-members": "" } as const;
+type Backend = ConnectionFlags["backend"];
+const BACKENDS: readonly Backend[] = ["etcd", "nats", "postgres", "redis"];
+
+/**
+ * The flags that belong to some stores only, with the stores they belong to;
+ * given to another store, each is refused, with what that store takes instead.
+ */
+const STORE_FLAGS: Record<string, { for: readonly Backend[]; instead?: Partial<Record<Backend, string>> }> = {
+  endpoints: { for: ["etcd"], instead: { nats: "--server", postgres: "--url", redis: "--url" } },
+  api: { for: ["etcd"] },
+  cacert: { for: ["etcd"], instead: { nats: "--tlsca" } },
+  cert: { for: ["etcd"], instead: { nats: "--tlscert" } },
+  key: { for: ["etcd"], instead: { nats: "--tlskey" } },
+  "watch-rearm": { for: ["etcd"] },
+  server: { for: ["nats"], instead: { etcd: "--endpoints", postgres: "--url", redis: "--url" } },
+  bucket: { for: ["nats"] },
+  tlsca: { for: ["nats"], instead: { etcd: "--cacert" } },
+  tlscert: { for: ["nats"], instead: { etcd: "--cert" } },
+  tlskey: { for: ["nats"], instead: { etcd: "--key" } },
+  "go-members": { for: ["nats"] },
+  user: { for: ["etcd", "nats"], instead: { postgres: "the user in --url", redis: "the user in --url" } },
+  password: { for: ["etcd", "nats"], instead: { postgres: "the password in --url", redis: "the password in --url" } },
+  url: { for: ["postgres", "redis"], instead: { etcd: "--endpoints", nats: "--server" } },
+  table: { for: ["postgres"] },
+};
+
+/** How a store is named in messages: the flag that picks it. */
+function storeFlag(backend: Backend): string {
+  return backend === "etcd" ? "etcd" : `--backend ${backend}`;
+}
 
 function connectionFlags(values: Values): ConnectionFlags {
   const api = (values.api as string | undefined) ?? "v3";
   if (api !== "v3" && api !== "v2") throw usage(`--api must be v3 or v2, got ${JSON.stringify(api)}`);
   const backend = (values.backend as string | undefined) ?? "etcd";
-  if (backend !== "etcd" && backend !== "nats") throw usage(`--backend must be etcd or nats, got ${JSON.stringify(backend)}`);
-  const foreign = backend === "nats" ? ETCD_ONLY : NATS_ONLY;
-  for (const [flag, instead] of Object.entries(foreign)) {
-    if (values[flag] === undefined) continue;
-    const other = backend === "nats" ? "etcd" : "--backend nats";
-    throw usage(`--${flag} is for ${other}, and this is ${backend === "nats" ? "--backend nats" : "etcd"}${instead ? `: use ${instead}` : ""}`);
+  if (!BACKENDS.includes(backend as Backend)) throw usage(`--backend must be ${BACKENDS.join(", ")}, got ${JSON.stringify(backend)}`);
+  const chosen = backend as Backend;
+  for (const [flag, owner] of Object.entries(STORE_FLAGS)) {
+    if (values[flag] === undefined || owner.for.includes(chosen)) continue;
+    const instead = owner.instead?.[chosen];
+    throw usage(`--${flag} is for ${owner.for.map(storeFlag).join(" and ")}, and this is ${storeFlag(chosen)}${instead ? `: use ${instead}` : ""}`);
   }
   const endpoints = ((values.endpoints as string | undefined) ?? process.env.ETCDCTL_ENDPOINTS ?? "127.0.0.1:2379")
     .split(",")
@@ -211,7 +240,7 @@ function connectionFlags(values: Values): ConnectionFlags {
     .filter((endpoint) => endpoint !== "");
   if (endpoints.length === 0) throw usage("--endpoints is empty: give at least one, e.g. --endpoints http://127.0.0.1:2379");
   return {
-    backend: backend as "etcd" | "nats",
+    backend: chosen,
     nats: {
       server: values.server as string | undefined,
       bucket: values.bucket as string | undefined,
@@ -221,6 +250,8 @@ function connectionFlags(values: Values): ConnectionFlags {
       user: values.user as string | undefined,
       password: values.password as string | undefined,
     },
+    postgres: { url: values.url as string | undefined, table: values.table as string | undefined },
+    redis: { url: values.url as string | undefined },
     endpoints,
     api: api as Api,
     cacert: values.cacert as string | undefined,

@@ -1,8 +1,9 @@
 // Builds the store a command talks to. For etcd, from etcdctl's flags:
 // --endpoints (or ETCDCTL_ENDPOINTS), --cacert/--cert/--key, --user/--password,
-// and --api v2 for node-etcd; `--backend nats` hands over to
-// nats-store.ts. This is the one place that knows how each etcd
-// client library is configured; the commands only see a Store.
+// and --api v2 for node-etcd; `--backend nats`, `postgres` and `redis` hand
+// over to nats-store.ts, postgres-store.ts and redis-store.ts. This is the
+// one place that knows how each etcd client library is configured; the
+// commands only see a Store.
 //
 // The clients are optional peer dependencies of the package: they are loaded
 // here, only for the API asked for, and a missing one is reported with the
@@ -11,14 +12,18 @@ import { readFileSync } from "node:fs";
 import etcdLeader = require("../../index");
 import { CliError, EXIT } from "../exit";
 import { connectNats, type NatsFlags } from "./nats-store";
+import { connectPostgres, type PostgresFlags } from "./postgres-store";
+import { connectRedis, type RedisFlags } from "./redis-store";
 import { loadClient } from "./load-client";
 import type { Store } from "./store";
 
 export type Api = "v3" | "v2";
 
 export interface ConnectionFlags {
-  backend: "etcd" | "nats";
+  backend: "etcd" | "nats" | "postgres" | "redis";
   nats: NatsFlags;
+  postgres: PostgresFlags;
+  redis: RedisFlags;
   endpoints: string[];
   api: Api;
   cacert?: string | undefined;
@@ -30,6 +35,8 @@ export interface ConnectionFlags {
 
 export async function connect(flags: ConnectionFlags): Promise<Store> {
   if (flags.backend === "nats") return connectNats(flags.nats);
+  if (flags.backend === "postgres") return connectPostgres(flags.postgres);
+  if (flags.backend === "redis") return connectRedis(flags.redis);
   const { client, description, close } = connectEtcd(flags);
   return {
     description,
