@@ -54,7 +54,11 @@ export const etcdLongOutage: Scenario = {
 export const clusterLeaderCrash: Scenario = {
   id: "etcd-cluster-leader-crash",
   etcdServers: 3,
-  notFor: { nats: "a raft cluster of etcd servers; the NATS runs use one nats-server (a JetStream cluster is not set up by the test launcher)" },
+  notFor: {
+    nats: "a raft cluster of etcd servers; the NATS runs use one nats-server (the JetStream cluster's scenarios are nats-cluster-faults.ts)",
+    postgres: "a raft cluster of etcd servers; the PostgreSQL runs use one server",
+    redis: "a raft cluster of etcd servers; the Redis runs use one redis-server",
+  },
   title:
     "three etcd servers, each member's proxy spreading its connections over all three: the raft leader is " +
     "SIGKILLed, the other two elect a new one, the killed server is started again a second later; somebody " +

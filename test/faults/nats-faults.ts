@@ -5,10 +5,11 @@ import { EXTERNAL_DELETE_OVERLAP_MS } from "./store-faults";
 import type { Scenario } from "./types";
 
 const NATS_ONLY = "NATS KV only";
+const NOT_NATS = { v2: NATS_ONLY, v3: NATS_ONLY, postgres: NATS_ONLY, redis: NATS_ONLY };
 
 export const natsKeyPurge: Scenario = {
   id: "nats-key-purge",
-  notFor: { v2: NATS_ONLY, v3: NATS_ONLY },
+  notFor: NOT_NATS,
   allowedOverlapMs: EXTERNAL_DELETE_OVERLAP_MS,
   title:
     "the leader's key is purged from outside (`nats kv purge`): every member sees the purge marker, the leader " +
@@ -30,7 +31,7 @@ const BUCKET_GONE_MS = 500;
 
 export const natsBucketRecreate: Scenario = {
   id: "nats-bucket-recreate",
-  notFor: { v2: NATS_ONLY, v3: NATS_ONLY },
+  notFor: NOT_NATS,
   title:
     `the bucket is deleted (\`nats kv rm\`) and made again ${BUCKET_GONE_MS} ms later, empty, with the same TTL: the ` +
     "leader steps down at its next renewal (the key is gone), the members take the new bucket's key within TTL + 2 s " +

@@ -3,7 +3,8 @@
 //  1. starts etcd (one server, or a cluster), or for NATS one nats-server with
 //     JetStream and the election's bucket (on "nats-cluster", three servers
 //     whose routes pass through fault proxies, and a bucket with three
-//     replicas), one FaultProxy per member in front of it (on the cluster,
+//     replicas), or one PostgreSQL or redis-server (its append-only file
+//     written before each answer), one FaultProxy per member in front of it (on the cluster,
 //     member i's goes to server i, and to the next ones if that one refuses),
 //     and the members, each an `etcd-leader run` process
 //     (test/kit/member-process.ts) connected only through its own proxy,
@@ -12,8 +13,9 @@
 //  3. runs the scenario's fault, within a time budget;
 //  4. waits until the election has settled: one member leads, every running
 //     member follows it, and etcd holds exactly one membership per running
-//     member with the leader's first (on NATS, which holds nothing for a
-//     follower: the election key holds the leader's name);
+//     member with the leader's first (on NATS, PostgreSQL and Redis, which
+//     hold nothing for a follower: the election's key or row holds the
+//     leader's name);
 //  5. stops every member cleanly (each must leave and exit 0);
 //  6. checks the recorded histories.
 //
@@ -44,6 +46,8 @@ import { startEtcdCluster, type EtcdCluster } from "../kit/etcd-server";
 import { FaultProxy } from "../kit/fault-proxy";
 import { startNatsCluster, type NatsCluster } from "../kit/nats-cluster";
 import { startNats, type NatsServer } from "../kit/nats-server";
+import { startPostgres, type PostgresServer } from "../kit/postgres-server";
+import { startRedis, type RedisServer } from "../kit/redis-server";
 import {
   checkHistories,
   formatReport,
@@ -57,7 +61,8 @@ import { waitFor, withDeadline } from "../kit/waiting";
 import { livingInGroups } from "../fixtures/process-table.cjs";
 import { EtcdAdmin, type LineEntry } from "./etcd-admin";
 import { FAULTS_BUCKET, NatsAdmin } from "./nats-admin";
-import { isNats, type FaultBackend, type Scenario, type ScenarioOutcome } from "./types";
+import { PostgresAdmin, RedisAdmin, type RaceAdmin } from "./race-admin";
+import { isNats, isRaceStyle, type FaultBackend, type Scenario, type ScenarioOutcome } from "./types";
 
 /** The bound on re-election after a heal is the TTL plus this. */
 export const RECOVERY_SLACK_MS = 2_000;
@@ -105,7 +110,7 @@ export interface ScenarioResult {
 
 type ExpectedExit = "left" | "killed";
 
-/** A store server a scenario stops and starts: an etcd server or a nats-server. */
+/** A store server a scenario stops and starts: an etcd server, a nats-server, PostgreSQL or redis-server. */
 export interface StoreServer {
   stop(): Promise<void>;
   kill(): Promise<void>;
@@ -113,18 +118,22 @@ export interface StoreServer {
   waitReady(timeoutMs?: number): Promise<void>;
 }
 
-/** What a run started: etcd and its admin, or nats-server and its admin. */
+/** What a run started: etcd and its admin, or nats-server, PostgreSQL or redis-server and its admin. */
 interface Stores {
   etcd?: EtcdCluster;
   admin?: EtcdAdmin;
   nats?: NatsServer;
   natsCluster?: NatsCluster;
   natsAdmin?: NatsAdmin;
+  postgres?: PostgresServer;
+  redis?: RedisServer;
+  /** PostgreSQL's or Redis's admin. */
+  sqlOrRedisAdmin?: RaceAdmin;
 }
 
 /** What a scenario sees: the members, their proxies, etcd, and helpers bounded by the scenario's budget. */
 export class ScenarioContext {
-  /** The election key: an etcd path, or a key of the NATS bucket (no leading slash there). */
+  /** The election key: an etcd path, or a key of the NATS bucket, a PostgreSQL row or a Redis key (no leading slash there). */
   readonly key: string;
   readonly members: MemberProcess[] = [];
   readonly proxies = new Map<MemberProcess, FaultProxy>();
@@ -147,7 +156,7 @@ export class ScenarioContext {
     private readonly log: (line: string) => void,
     private readonly recoverySlackMs = RECOVERY_SLACK_MS,
   ) {
-    this.key = isNats(backend) ? `faults-${randomUUID()}` : `/faults/${randomUUID()}`;
+    this.key = isRaceStyle(backend) ? `faults-${randomUUID()}` : `/faults/${randomUUID()}`;
   }
 
   get etcd(): EtcdCluster {
@@ -169,15 +178,21 @@ export class ScenarioContext {
 
   /** The server the election's store runs on (the first etcd server of a cluster). */
   get server(): StoreServer {
-    return this.stores.nats ?? this.etcd.members[0]!;
+    return this.stores.nats ?? this.stores.postgres ?? this.stores.redis ?? this.etcd.members[0]!;
   }
 
   /**
    * Whether members wait in a line the store holds (etcd), so that the next
-   * one is known in advance; on NATS followers hold nothing and race.
+   * one is known in advance; on NATS, PostgreSQL and Redis followers hold
+   * nothing and race.
    */
   get queue(): boolean {
-    return !isNats(this.backend);
+    return !isRaceStyle(this.backend);
+  }
+
+  /** The admin of a race-style store: the holder of the key as a line of one, and its delete from outside. */
+  get raceAdmin(): RaceAdmin {
+    return this.stores.natsAdmin ?? this.stores.sqlOrRedisAdmin ?? this.absent("race-style store");
   }
 
   private absent(store: string): never {
@@ -278,9 +293,9 @@ export class ScenarioContext {
     return waitFor(what, timeoutMs, probe, { every: 100, signal: this.signal, retryErrors: true });
   }
 
-  /** The etcd line of this election, oldest first; on NATS the key's holder alone. */
+  /** The etcd line of this election, oldest first; on the race-style stores the key's holder alone. */
   line(): Promise<LineEntry[]> {
-    return isNats(this.backend) ? this.natsAdmin.line(this.key) : this.admin.line(this.key);
+    return this.queue ? this.admin.line(this.key) : this.raceAdmin.line(this.key);
   }
 
   /** The one member whose latest word is that it leads, if exactly one says so. */
@@ -301,6 +316,15 @@ export class ScenarioContext {
     await server.start();
   }
 }
+
+const STORE_NAMES: Record<FaultBackend, string> = {
+  v2: "etcd",
+  v3: "etcd",
+  nats: "nats-server",
+  "nats-cluster": "nats-servers",
+  postgres: "PostgreSQL",
+  redis: "redis-server",
+};
 
 /** Resources of runs in progress, for cleanupEverything(). */
 const live = new Set<Resources>();
@@ -324,6 +348,9 @@ async function release(resources: Resources): Promise<string[]> {
   if (resources.natsAdmin) await step("closing the NATS admin connection", () => resources.natsAdmin!.close());
   if (resources.nats) await step("stopping nats-server", () => resources.nats!.close());
   if (resources.natsCluster) await step("stopping the nats-server cluster", () => resources.natsCluster!.close());
+  if (resources.sqlOrRedisAdmin) await step("closing the admin connection", () => resources.sqlOrRedisAdmin!.close());
+  if (resources.postgres) await step("stopping PostgreSQL", () => resources.postgres!.close());
+  if (resources.redis) await step("stopping redis-server", () => resources.redis!.close());
   if (resources.etcd) await step("stopping etcd", () => resources.etcd!.close());
   return problems;
 }
@@ -338,8 +365,23 @@ function serversOfMember(upstream: string[], index: number, backend: FaultBacken
   return [...upstream.slice(own), ...upstream.slice(0, own)];
 }
 
-/** Starts the store a run needs: etcd (with its admin), or a nats-server (or three) with the election's bucket. */
+/**
+ * Starts the store a run needs: etcd (with its admin), a nats-server (or
+ * three) with the election's bucket, PostgreSQL or redis-server.
+ */
 async function startStores(scenario: Scenario, backend: FaultBackend, ttlMs: number, resources: Resources): Promise<string[]> {
+  if (backend === "postgres") {
+    resources.postgres = await startPostgres();
+    resources.sqlOrRedisAdmin = new PostgresAdmin(resources.postgres.url);
+    return [`127.0.0.1:${resources.postgres.port}`];
+  }
+  if (backend === "redis") {
+    // With every write on disk before its answer: a restart that lost acknowledged
+    // writes would be the one fault whose overlap docs/redis.md accepts.
+    resources.redis = await startRedis({ appendonly: true });
+    resources.sqlOrRedisAdmin = new RedisAdmin(resources.redis.url);
+    return [`127.0.0.1:${resources.redis.port}`];
+  }
   if (backend === "nats") {
     resources.nats = await startNats();
     resources.natsAdmin = await NatsAdmin.open([resources.nats.url], ttlMs);
@@ -376,19 +418,21 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
     const upstream = await startStores(scenario, backend, ttlMs, resources);
     ctx = new ScenarioContext(backend, ttlMs, resources, log, scenario.recoverySlackMs);
     const c = ctx;
-    c.mark(`${backend} ${scenario.id}: ${isNats(backend) ? "nats-server" : "etcd"} ${upstream.join(",")} up, key ${c.key}`);
+    c.mark(`${backend} ${scenario.id}: ${STORE_NAMES[backend]} ${upstream.join(",")} up, key ${c.key}`);
 
     for (let i = 0; i < memberCount; i++) {
       const proxy = await FaultProxy.start({ upstream: serversOfMember(upstream, i, backend) });
       resources.proxies.push(proxy);
       const member = spawnMember({
         backend: isNats(backend) ? "nats" : backend,
+        ...(resources.postgres ? { url: resources.postgres.url } : resources.redis ? { url: resources.redis.url } : {}),
         hosts: [proxy.hostPort],
         key: c.key,
         name: `m${i}`,
         ttl: ttlSeconds,
         ...(isNats(backend) ? { bucket: FAULTS_BUCKET } : {}),
-        ...(scenario.watchRearmMs !== undefined ? { watchRearmMs: scenario.watchRearmMs } : {}),
+        // An etcd option: the race-style stores' members have no watch to re-arm.
+        ...(scenario.watchRearmMs !== undefined && !isRaceStyle(backend) ? { watchRearmMs: scenario.watchRearmMs } : {}),
         ...(scenario.work !== undefined ? { work: scenario.work } : {}),
         commandLog,
       });
@@ -414,7 +458,7 @@ export async function runScenario(scenario: Scenario, backend: FaultBackend, opt
         .filter((m) => m !== c.leader)
         .map((m) => c.waitForEvent(m, (e) => e.event === "leader" && e.value === c.leader.name, 0, 10_000, `follow ${c.leader.name}`)),
     );
-    // On NATS the "line" is the key's holder alone: followers hold nothing.
+    // On a race-style store the "line" is the key's holder alone: followers hold nothing.
     const fullLine = c.queue ? memberCount : 1;
     c.initialLine = await c.until(async () => {
       const line = await c.line();

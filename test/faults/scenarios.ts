@@ -29,3 +29,19 @@ export const SCENARIOS: readonly Scenario[] = [
   natsKeyPurge,
   natsBucketRecreate,
 ];
+
+/**
+ * The scenarios about the store and the member's link to it, without those
+ * about the CLI's process groups or a second kind of partition, which do not
+ * depend on the store: what the PostgreSQL and Redis files of `npm test` run.
+ */
+export const STORE_SCENARIOS: readonly Scenario[] = [
+  gracefulStop,
+  sigkillLeader,
+  sigstopLeader,
+  partitionLeaderBlackhole,
+  silentLeader,
+  etcdQuickRestart,
+  etcdLongOutage,
+  externalDelete,
+];

@@ -17,7 +17,7 @@
 //   row each through node --test, one line per run.
 //
 // Usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli|conformance]...
-//          [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]
+//          [--backend v2|v3|nats|nats-cluster|postgres|redis]... [--scenario id]... [--json file]
 // --backend and --scenario choose fault scenarios, and without --part mean
 // the fault part alone.
 //
@@ -72,8 +72,9 @@ function parseArgs(argv: string[]): Args {
       args.parts.push(part);
     } else if (arg === "--backend") {
       const b = value();
-      if (b !== "v2" && b !== "v3" && b !== "nats" && b !== "nats-cluster") usage("--backend takes v2, v3, nats or nats-cluster");
-      args.backends.push(b);
+      const known: readonly FaultBackend[] = ["v2", "v3", "nats", "nats-cluster", "postgres", "redis"];
+      if (!known.includes(b as FaultBackend)) usage(`--backend takes ${known.join(", ")}`);
+      args.backends.push(b as FaultBackend);
     } else if (arg === "--scenario") {
       const id = value();
       if (!ALL_SCENARIOS.some((s) => s.id === id)) usage(`unknown scenario ${id}; known: ${ALL_SCENARIOS.map((s) => s.id).join(", ")}`);
@@ -88,12 +89,12 @@ function parseArgs(argv: string[]): Args {
     }
   }
   if (args.parts.length === 0) args.parts = args.backends.length > 0 || args.scenarios.length > 0 ? ["faults"] : ["faults", "cli", "conformance"];
-  if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS, "nats-cluster"];
+  if (args.backends.length === 0) args.backends = [...FAULT_BACKENDS, "postgres", "redis", "nats-cluster"];
   return args;
 }
 
 const USAGE =
-  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli|conformance]... [--backend v2|v3|nats|nats-cluster]... [--scenario id]... [--json file]";
+  "usage: node --import tsx test/faults/soak.ts [--runs N] [--part faults|cli|conformance]... [--backend v2|v3|nats|nats-cluster|postgres|redis]... [--scenario id]... [--json file]";
 
 function usage(problem: string): never {
   process.stderr.write(`soak: ${problem}\n${USAGE}\n`);

@@ -10,7 +10,11 @@ const UNRELATED_WRITES = 1_200;
 
 export const historyGone: Scenario = {
   id: "history-gone",
-  notFor: { nats: "etcd's event history and compaction; a NATS watch is a consumer that resumes from its own sequence" },
+  notFor: {
+    nats: "etcd's event history and compaction; a NATS watch is a consumer that resumes from its own sequence",
+    postgres: "etcd's event history and compaction; PostgreSQL's notices have no history to lose",
+    redis: "etcd's event history and compaction; Redis pub/sub has no history to lose",
+  },
   title:
     `${UNRELATED_WRITES} unrelated writes while the members wait, so that etcd no longer has the history their ` +
     "watches started from (v3: then compacted), then every member's connections are reset so that every watch " +
@@ -62,14 +66,14 @@ export const externalDelete: Scenario = {
   id: "external-delete",
   allowedOverlapMs: EXTERNAL_DELETE_OVERLAP_MS,
   title:
-    "the leader's key is deleted from outside (v2: HTTP DELETE; v3: etcdctl del; NATS: a KV delete): the leader steps down, the next " +
+    "the leader's key is deleted from outside (v2: HTTP DELETE; v3: etcdctl del; NATS: a KV delete; PostgreSQL: a DELETE of its row; Redis: DEL): the leader steps down, the next " +
     `member is elected, the two overlap by at most ${EXTERNAL_DELETE_OVERLAP_MS} ms, and the old leader rejoins ` +
     "at the back of the line",
   async run(c) {
     const leader = c.leader;
     const entry = c.initialLine[0]!;
     const faultAt = c.mark(`delete ${leader.name}'s key ${entry.key} from outside`);
-    await (c.queue ? c.admin.deleteKey(entry.key) : c.natsAdmin.deleteKey(entry.key));
+    await (c.queue ? c.admin.deleteKey(entry.key) : c.raceAdmin.deleteKey(c.key));
     // On NATS the old leader races for the key again too (after its back-off).
     const next = await c.waitForElection(c.queue ? c.followers : c.members, faultAt);
     const stepDown = await c.waitForEvent(leader, (e) => e.event === "unelected", faultAt, c.recoveryBoundMs, "step down");
@@ -79,7 +83,7 @@ export const externalDelete: Scenario = {
     c.figure("oldLeaderLateByMs", stepDown.at - next.event.at);
     checkNextInLine(c, next.member);
     if (!c.queue) {
-      // NATS holds nothing for a follower: the old leader simply follows the new one (or won the race again).
+      // A race-style store holds nothing for a follower: the old leader simply follows the new one (or won the race again).
       if (next.member !== leader) {
         await c.waitForEvent(leader, (e) => e.event === "leader" && e.value === next.member.name, faultAt, c.recoveryBoundMs, `follow ${next.member.name}`);
       }
@@ -104,7 +108,11 @@ export const externalDelete: Scenario = {
 export const wholeElectionDelete: Scenario = {
   id: "whole-election-delete",
   members: 4,
-  notFor: { nats: "a line of memberships; a NATS election is one key (see nats-key-purge and nats-bucket-recreate)" },
+  notFor: {
+    nats: "a line of memberships; a NATS election is one key (see nats-key-purge and nats-bucket-recreate)",
+    postgres: "a line of memberships; a PostgreSQL election is one row (see external-delete)",
+    redis: "a line of memberships; a Redis election is one key (see external-delete)",
+  },
   allowedOverlapMs: EXTERNAL_DELETE_OVERLAP_MS,
   title:
     "every membership is deleted at once from outside (v2: recursive DELETE of the directory; v3: etcdctl del " +

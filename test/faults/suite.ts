@@ -27,6 +27,8 @@ const DESCRIPTIONS: Record<FaultBackend, string> = {
   v3: "etcd v3 API (etcd3)",
   nats: "NATS JetStream KV (nats-server 2.9)",
   "nats-cluster": "NATS JetStream KV, a bucket with three replicas on three nats-servers (2.9)",
+  postgres: "PostgreSQL (15, through pg)",
+  redis: "Redis (redis-server 7 with appendfsync always, through ioredis)",
 };
 
 /** Declares every scenario of `scenarios` that applies to `backend` (the others as skips, with the reason) in the calling test file. */

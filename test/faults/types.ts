@@ -8,18 +8,24 @@ export type Backend = "v2" | "v3";
 export const BACKENDS: readonly Backend[] = ["v2", "v3"];
 
 /**
- * What the fault suite runs on: both etcd APIs and NATS JetStream KV, on one
+ * What the fault suite runs on: both etcd APIs, NATS JetStream KV on one
  * server ("nats") and on a cluster of three with a bucket replicated on all
- * three ("nats-cluster", whose scenarios are apart: nats-cluster-faults.ts).
+ * three ("nats-cluster", whose scenarios are apart: nats-cluster-faults.ts),
+ * PostgreSQL and Redis.
  */
-export type FaultBackend = Backend | "nats" | "nats-cluster";
+export type FaultBackend = Backend | "nats" | "nats-cluster" | "postgres" | "redis";
 
-/** The backends the scenarios of scenarios.ts run on. */
+/** The backends the CLI's own fault tests (test/cli/) run on. */
 export const FAULT_BACKENDS: readonly (Backend | "nats")[] = [...BACKENDS, "nats"];
 
 /** Whether the members of `backend` are NATS KV members (a key of a bucket, no line). */
 export function isNats(backend: FaultBackend): backend is "nats" | "nats-cluster" {
   return backend === "nats" || backend === "nats-cluster";
+}
+
+/** Whether `backend`'s members race for one key, so that a follower holds nothing in the store (NATS KV, PostgreSQL, Redis). */
+export function isRaceStyle(backend: FaultBackend): boolean {
+  return backend !== "v2" && backend !== "v3";
 }
 
 /**

@@ -14,11 +14,13 @@ import { CliProcess } from "./cli-process";
 import { CHILD, CommandLog } from "./command-log";
 
 export interface MemberConfig {
-  backend: "v2" | "v3" | "nats";
-  /** host:port pairs of etcd or nats-server (or of fault proxies in front of them). */
+  backend: "v2" | "v3" | "nats" | "postgres" | "redis";
+  /** host:port pairs of etcd, nats-server, PostgreSQL or redis-server (or of fault proxies in front of them). */
   hosts: string[];
   /** NATS only: the KV bucket the election key is in (it must exist, with the TTL as its max age). */
   bucket?: string;
+  /** PostgreSQL and Redis: the server's URL, whose host and port `hosts[0]` replaces (a fault proxy's). */
+  url?: string;
   key: string;
   name: string;
   /** Seconds; on NATS the bucket's TTL rules and this is not passed. */
@@ -71,10 +73,7 @@ export function spawnMembers(n: number, baseConfig: Omit<MemberConfig, "name"> &
 process.on("exit", () => sharedLog?.remove());
 
 function cliArguments(config: MemberConfig, logPath: string): string[] {
-  const store =
-    config.backend === "nats"
-      ? ["--backend", "nats", "--server", config.hosts.join(","), "--bucket", config.bucket ?? missing("bucket")]
-      : ["--api", config.backend, "--endpoints", config.hosts.join(","), "--ttl", String(config.ttl)];
+  const store = storeArguments(config);
   const rearm = config.watchRearmMs === undefined ? [] : ["--watch-rearm", String(config.watchRearmMs / 1000)];
   const child = [process.execPath, CHILD, logPath];
   const shellGroup = `CHILD_GROUP=1 ${child.map((word) => `'${word}'`).join(" ")} & wait`;
@@ -88,6 +87,27 @@ function cliArguments(config: MemberConfig, logPath: string): string[] {
   ];
 }
 
+/** The flags that point a member at its store; PostgreSQL and Redis take their URL, through the first host. */
+function storeArguments(config: MemberConfig): string[] {
+  const ttl = ["--ttl", String(config.ttl)];
+  switch (config.backend) {
+    case "nats":
+      return ["--backend", "nats", "--server", config.hosts.join(","), "--bucket", config.bucket ?? missing("bucket")];
+    case "postgres":
+    case "redis":
+      return ["--backend", config.backend, "--url", throughHost(config.url ?? missing("url"), config.hosts[0] ?? missing("host")), ...ttl];
+    default:
+      return ["--api", config.backend, "--endpoints", config.hosts.join(","), ...ttl];
+  }
+}
+
+/** `url` with its host and port replaced by `hostPort`. */
+function throughHost(url: string, hostPort: string): string {
+  const parsed = new URL(url);
+  parsed.host = hostPort;
+  return parsed.toString();
+}
+
 function missing(what: string): never {
-  throw new Error(`a NATS member needs its ${what}`);
+  throw new Error(`this member needs its ${what}`);
 }

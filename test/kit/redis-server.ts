@@ -117,6 +117,11 @@ export class RedisServer {
     await this.process.stop();
   }
 
+  /** SIGKILL: a crash; what it held in memory is lost. */
+  async kill(): Promise<void> {
+    await this.process.kill();
+  }
+
   /** SIGSTOP: the server hangs with its sockets open. */
   pause(): void {
     this.process.pause();
