@@ -37,7 +37,7 @@ export class LeaseNotices implements LeaseListener {
   static async open(port: PostgresPort, key: string, listen: boolean, clock: Clock, signal: AbortSignal): Promise<LeaseNotices> {
     const notices = new LeaseNotices(clock);
     if (!listen) return notices;
-    const opening = port.listen(key, notices);
+    const opening = port.listen(key, notices, signal);
     // A LISTEN in place after we stopped waiting would hold a connection: stop it.
     opening.then(
       (listening) => {

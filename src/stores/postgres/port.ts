@@ -81,8 +81,12 @@ export interface PostgresPort {
   release(key: string, token: number): Promise<boolean>;
   /** The holder of the row if its lease has not expired; undefined if there is none. */
   read(key: string): Promise<LeaseHolder | undefined>;
-  /** Starts listening for the election's notifications; resolves once the LISTEN is in place. */
-  listen(key: string, listener: LeaseListener): Promise<LeaseListening>;
+  /**
+   * Starts listening for the election's notifications; resolves once the
+   * LISTEN is in place. A caller that gives up (`signal`) has found the
+   * connection it waited on unanswering: the next listen does not wait on it.
+   */
+  listen(key: string, listener: LeaseListener, signal?: AbortSignal): Promise<LeaseListening>;
   /** Whether a failure says that the table does not exist. */
   isTableMissing(error: unknown): boolean;
 }

@@ -33,7 +33,7 @@
 // user's pool; time, turns and chance come from the clock, turn queue and
 // random source the backend is given.
 import { deadline, untilAborted } from "../../util/abort";
-import { systemClock, type Clock } from "../../util/clock";
+import { detachedTimeout, systemClock, type Clock } from "../../util/clock";
 import type { Claim, ElectionBackend, Leader, LeaderListener } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
 import { log } from "../../util/log";
@@ -53,10 +53,19 @@ export interface PostgresRecipeOptions {
    * LISTEN: a release is then learnt at the lease's expiry.
    */
   readonly listen: boolean;
+  /**
+   * How long one request of a follower or an observer (an acquire, a read,
+   * a LISTEN) may go unanswered before it is given up and the state machine
+   * retries; min(TTL / 2, 5 s) if left out. pg sets no timeout of its own: a
+   * query on a connection that died silently waits for TCP to give up, many
+   * minutes later.
+   */
+  readonly requestTimeout?: number;
 }
 
 export class PostgresBackend implements ElectionBackend<PostgresMembership>, Candidate {
   private readonly listen: boolean;
+  private readonly requestTimeout: number;
 
   constructor(
     private readonly port: PostgresPort,
@@ -73,6 +82,7 @@ export class PostgresBackend implements ElectionBackend<PostgresMembership>, Can
     readonly random: () => number = Math.random,
   ) {
     this.listen = options.listen;
+    this.requestTimeout = options.requestTimeout ?? Math.min(ttlMs / 2, 5_000);
   }
 
   /** "PostgreSQL <table> <key>", for logs and diagnostics. */
@@ -88,7 +98,7 @@ export class PostgresBackend implements ElectionBackend<PostgresMembership>, Can
       return held;
     }
     // Listening before the first acquire, so that no commit after it goes unseen.
-    const notices = await LeaseNotices.open(this.port, this.key, this.listen, this.clock, signal);
+    const notices = await this.listenFor(signal);
     try {
       return await new Follower(this, notices, onLeader, signal).follow();
     } finally {
@@ -100,15 +110,16 @@ export class PostgresBackend implements ElectionBackend<PostgresMembership>, Can
     // The server sets the expiry a TTL after it runs the statement, which is after this.
     const sentAt = this.clock.now();
     const acquire = this.port.acquire(this.key, this.name, this.ttlMs);
+    const request = this.bounded(signal);
     // A row taken after we stopped waiting would be held for a whole TTL
     // with nobody renewing it: give it back.
     acquire.then(
       (answer) => {
-        if (answer.won && signal.aborted) this.releaseInBackground(this.membership(answer.token));
+        if (answer.won && request.signal.aborted) this.releaseInBackground(this.membership(answer.token));
       },
       () => undefined,
     );
-    const answer = await untilAborted("acquire election row", acquire, signal);
+    const answer = await untilAborted("acquire election row", acquire, request.signal).finally(request.done);
     if (answer.won) return { membership: this.membership(answer.token), token: answer.token, sentAt, ttlMs: this.ttlMs };
     return { holder: answer.holder, receivedAt: this.clock.now() };
   }
@@ -117,7 +128,7 @@ export class PostgresBackend implements ElectionBackend<PostgresMembership>, Can
   async readHolder(signal: AbortSignal): Promise<AcquireLost> {
     let holder: LeaseHolder | undefined;
     try {
-      holder = await untilAborted("read election row", this.port.read(this.key), signal);
+      holder = await this.read(signal);
     } catch (err) {
       if (!this.port.isTableMissing(err)) throw err;
     }
@@ -146,10 +157,10 @@ export class PostgresBackend implements ElectionBackend<PostgresMembership>, Can
       await untilAborted("await loss", new Promise<never>(() => undefined), signal);
       return;
     }
-    const notices = await LeaseNotices.open(this.port, this.key, true, this.clock, signal);
+    const notices = await this.listenFor(signal);
     try {
       // Whatever happened between winning and listening.
-      const now = await untilAborted("read election row", this.port.read(this.key), signal);
+      const now = await this.read(signal);
       if (now?.token !== membership.token) return;
       for (;;) {
         const notice = await notices.next(Infinity, signal);
@@ -171,7 +182,7 @@ export class PostgresBackend implements ElectionBackend<PostgresMembership>, Can
   }
 
   async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
-    const notices = await LeaseNotices.open(this.port, this.key, this.listen, this.clock, signal);
+    const notices = await this.listenFor(signal);
     try {
       let seen = await this.readHolder(signal);
       let leader = leaderOf(seen.holder);
@@ -220,13 +231,49 @@ export class PostgresBackend implements ElectionBackend<PostgresMembership>, Can
   private async confirm(membership: PostgresMembership, signal: AbortSignal): Promise<void> {
     let now: LeaseHolder | undefined;
     try {
-      now = await untilAborted("read election row", this.port.read(this.key), signal);
+      now = await this.read(signal);
     } catch (err) {
       if (this.port.isTableMissing(err)) throw lost(membership, "the table is gone", err);
       throw err;
     }
     if (now?.token === membership.token) return;
     throw lost(membership, now ? `the row holds ${JSON.stringify(now.name)} with token ${now.token}` : "the row is gone or its lease expired", undefined);
+  }
+
+  /** One read of the row's live holder, given up at the request timeout. */
+  private read(signal: AbortSignal): Promise<LeaseHolder | undefined> {
+    const request = this.bounded(signal);
+    return untilAborted("read election row", this.port.read(this.key), request.signal).finally(request.done);
+  }
+
+  /** The election's notices (if it listens), the LISTEN given up at the request timeout. */
+  private listenFor(signal: AbortSignal): Promise<LeaseNotices> {
+    const request = this.bounded(signal);
+    return LeaseNotices.open(this.port, this.key, this.listen, this.clock, request.signal).finally(request.done);
+  }
+
+  /**
+   * `signal`, and the request timeout: a signal for one request that aborts
+   * with a TimeoutError if no answer came in time, and stays aborted, so
+   * that what answers later can be undone. `done` once it settled.
+   */
+  private bounded(signal: AbortSignal): { signal: AbortSignal; done: () => void } {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    const timer = detachedTimeout(
+      this.clock,
+      () => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+      this.requestTimeout,
+    );
+    return {
+      signal: controller.signal,
+      done: () => {
+        this.clock.clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+      },
+    };
   }
 
   private membership(token: number): PostgresMembership {

@@ -46,6 +46,9 @@ export class PgAdapter implements PostgresPort {
     const row = rows[0] as { won?: unknown; token?: unknown; holder?: unknown; remaining_ms?: unknown } | undefined;
     if (row === undefined) return { won: false, holder: undefined };
     if (row.won === true) return { won: true, token: parseToken(row.token, "acquire") };
+    // An acquire that began before another took the row reads the version
+    // before it from its snapshot: an expired lease, whose holder leads no more.
+    if ((typeof row.remaining_ms === "number" || typeof row.remaining_ms === "string") && Number(row.remaining_ms) <= 0) return { won: false, holder: undefined };
     return { won: false, holder: holderOf(row, "acquire") };
   }
 
@@ -65,8 +68,8 @@ export class PgAdapter implements PostgresPort {
     return row === undefined ? undefined : holderOf(row, "read");
   }
 
-  listen(key: string, listener: LeaseListener): Promise<LeaseListening> {
-    return this.listener.listen(this.channel(key), key, listener);
+  listen(key: string, listener: LeaseListener, signal?: AbortSignal): Promise<LeaseListening> {
+    return this.listener.listen(this.channel(key), key, listener, signal);
   }
 
   isTableMissing(error: unknown): boolean {

@@ -11,7 +11,13 @@
 // survives: its followers also try at each lease's expiry.
 //
 // A connection that dies silently (a firewall that forgot it) is noticed
-// only by TCP: give the pool `keepAlive: true` (docs/postgres.md).
+// only by TCP: give the pool `keepAlive: true` (docs/postgres.md). pg sets
+// no timeout on a connect or a query, and TCP gives up on one whose packets
+// are lost only minutes later: so a connection that a listener gave up
+// waiting on (its connect, or its LISTEN, unanswered) is not waited on
+// again: a connect is left to the next listen to ask anew, and a session
+// whose LISTEN went unanswered is ended as a lost connection.
+import { untilAborted } from "../../../util/abort";
 import type { LeaseListener, LeaseListening } from "../port";
 import { isPool, type PgConnection, type PgNotification, type PostgresClient } from "./client";
 
@@ -29,6 +35,8 @@ class Session {
   /** The LISTEN of each channel, once sent: a second listener of the channel waits for the same. */
   readonly listens = new Map<string, Promise<unknown>>();
   ended: Error | undefined;
+  /** Ends the session as a lost connection: every listener is told. */
+  fail: (error: Error) => void = () => undefined;
 
   constructor(
     readonly connection: PgConnection,
@@ -41,6 +49,8 @@ export class SharedListener {
   private session: Promise<Session> | undefined;
   /** The session `session` resolved with, once it did. */
   private current: Session | undefined;
+  /** Counts the sessions asked for: one given up on while it opened never becomes `current`. */
+  private opening = 0;
 
   constructor(
     private readonly client: PostgresClient,
@@ -48,10 +58,15 @@ export class SharedListener {
   ) {}
 
   /** Listens on `channel` for notices about `key`; resolves once the LISTEN is in place. */
-  async listen(channel: string, key: string, listener: LeaseListener): Promise<LeaseListening> {
+  async listen(channel: string, key: string, listener: LeaseListener, signal?: AbortSignal): Promise<LeaseListening> {
     const sessionAsked = this.session ?? (this.session = this.open());
-    const session = await sessionAsked.catch((err: unknown) => {
-      if (this.session === sessionAsked) this.session = undefined;
+    const session = await (signal ? untilAborted("listen", sessionAsked, signal) : sessionAsked).catch((err: unknown) => {
+      if (this.session === sessionAsked) {
+        this.session = undefined;
+        this.opening++;
+        // Given up while connecting: a connection that opens after all is of no use to anyone.
+        if (signal?.aborted) sessionAsked.then((late) => late.fail(new Error("the LISTEN connection opened after its listener gave up")), () => undefined);
+      }
       throw err;
     });
     if (session.ended) throw session.ended;
@@ -65,8 +80,10 @@ export class SharedListener {
       session.listens.set(channel, listening);
     }
     try {
-      await listening;
+      await (signal ? untilAborted("listen", listening, signal) : listening);
     } catch (err) {
+      // Unanswered until the listener gave up: the connection is as good as lost, for everyone on it.
+      if (signal?.aborted && !session.ended) session.fail(new Error("the LISTEN connection did not answer a LISTEN in time"));
       // The connection is probably gone: its end is reported to the others too.
       this.remove(session, channel, subscriber);
       if (session.listens.get(channel) === listening) session.listens.delete(channel);
@@ -114,6 +131,7 @@ export class SharedListener {
 
   private async open(): Promise<Session> {
     const client = this.client;
+    const asked = ++this.opening;
     const connection = isPool(client) ? await client.connect() : client;
     let givenBack = false;
     const session = new Session(connection, (error) => {
@@ -145,7 +163,8 @@ export class SharedListener {
     connection.on("notification", onNotification);
     connection.on("error", onError);
     connection.on("end", onEnd);
-    this.current = session;
+    session.fail = end;
+    if (this.opening === asked) this.current = session;
     return session;
   }
 }
