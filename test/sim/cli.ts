@@ -1,6 +1,6 @@
 // `npm run sim`: the deterministic simulation from the command line.
 //
-//   npm run sim -- --seeds N --store etcd-v3|etcd-v2|nats-kv|all [--first S] [--skew]
+//   npm run sim -- --seeds N --store etcd-v3|etcd-v2|nats-kv|redis|postgres|all [--first S] [--skew]
 //       runs N seeds per store; prints, last, one line per store and the
 //       faults drawn by kind; exits 1 when any seed violates (with the first
 //       violating seed's trace and the command that replays it).
@@ -17,7 +17,7 @@ import type { StoreKind } from "./store";
 import { SIM_STORES } from "./stores";
 
 const USAGE =
-  "usage: npm run sim -- --seeds N --store etcd-v3|etcd-v2|nats-kv|all [--first S] [--skew]\n" +
+  "usage: npm run sim -- --seeds N --store etcd-v3|etcd-v2|nats-kv|redis|postgres|all [--first S] [--skew]\n" +
   "       npm run sim -- --seed S --store STORE [--mutation NAME] [--skew] --trace\n" +
   "       npm run sim -- --mutation NAME|list --seeds N --store STORE";
 
@@ -84,7 +84,7 @@ async function main(): Promise<number> {
   const workers = count(values.workers, "workers");
   const seed = count(values.seed, "seed");
   if (seed !== undefined) {
-    if (kinds.length !== 1) fail("--seed replays one store's seed: give --store etcd-v3, etcd-v2 or nats-kv");
+    if (kinds.length !== 1) fail(`--seed replays one store's seed: give --store and one of ${Object.keys(SIM_STORES).join(", ")}`);
     const kind = kinds[0]!;
     const mutation = values.mutation === undefined ? undefined : findMutation(kind, values.mutation);
     const result = await runSeed(SIM_STORES[kind]!, seed, { mutation, skew: values.skew, fullTrace: true });

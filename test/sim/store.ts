@@ -11,7 +11,7 @@ import type { StoreView } from "./checker";
 import type { Link, Transport } from "./network";
 import type { Random, Scheduler, SimProcess } from "./world";
 
-export type StoreKind = "etcd-v3" | "etcd-v2" | "nats-kv" | "redis";
+export type StoreKind = "etcd-v3" | "etcd-v2" | "nats-kv" | "redis" | "postgres";
 
 /** What a fault acts on: the world and its members, as they stand when it is applied. */
 export interface FaultContext {
