@@ -14,6 +14,8 @@ import { PgAdapter } from "../../../src/stores/postgres/pg/adapter";
 import { parseTableName } from "../../../src/stores/postgres/table-name";
 import { ensureTable } from "../../../src/stores/postgres/pg/schema";
 import { startPostgres, type PostgresServer } from "../../kit/postgres-server";
+import { databaseError, directCarrier, PostgresServer as SimulatedServer, SimPgPool } from "../../sim/stores/postgres";
+import { Scheduler } from "../../sim/world";
 import { exitOrFail, sleep, waitFor } from "../../kit/waiting";
 import { POSTGRES_FACTS, type TableMaker } from "./postgres-facts";
 
@@ -71,6 +73,37 @@ const onRealServer: TableMaker = async () => {
 
 describe("PostgreSQL facts, on a real PostgreSQL 15, through the pg adapter", () => {
   for (const fact of POSTGRES_FACTS) test(fact.title, () => fact.run(onRealServer));
+});
+
+/**
+ * A simulated server in a world of its own, in virtual time, and the same
+ * adapter on a simulated pool of its own for each member: the pool, the
+ * LISTEN connection and the answers' shapes are the simulation's, the rest
+ * is the code a user runs.
+ */
+const onSimulatedServer: TableMaker = async () => {
+  const scheduler = new Scheduler();
+  const server = new SimulatedServer({ now: () => scheduler.now });
+  const pool = () => new SimPgPool(server, directCarrier());
+  return {
+    port: new PgAdapter(pool(), server.table),
+    other: new PgAdapter(pool(), server.table),
+    operator: {
+      deleteRow: async (key) => server.deleteRow(key),
+      expireRow: async (key) => server.expireRow(key),
+      row: async (key) => {
+        const row = server.row(key);
+        return row && { holder: row.holder, token: row.token };
+      },
+      dropListeners: async () => server.terminateSessions(databaseError("57P01", "terminating connection due to administrator command", "FATAL")),
+      elapse: (ms) => scheduler.runUntil(scheduler.now + ms),
+      now: () => scheduler.now,
+    },
+  };
+};
+
+describe("PostgreSQL facts, on the simulated server", () => {
+  for (const fact of POSTGRES_FACTS) test(fact.title, () => fact.run(onSimulatedServer));
 });
 
 describe("PostgreSQL facts only a real server can show (transactions, its error codes, pg's bigints)", () => {
