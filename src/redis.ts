@@ -58,9 +58,15 @@ export async function redisLeader(
     return redisLeader(client, k, n, rest);
   }
   if (typeof name !== "string" || name.trim() === "") throw new TypeError(`name must be a non-empty string, got ${JSON.stringify(name)}`);
-  const { keyspaceNotifications, timing } = splitOptions(options);
+  const { keyspaceNotifications, replicas, timing } = splitOptions(options);
   const resolved = resolveOptions(undefined, timing);
   const backend = backendFor(redis, key, name, resolved.ttlMs, keyspaceNotifications, resolved.requestTimeout);
+  if (replicas > 0) {
+    if ((redis as RedisClient).isCluster) {
+      throw new TypeError("the replicas option needs a Redis client, not a Cluster: a Cluster client sends WAIT to any node, not to the one that holds the election");
+    }
+    backend.requireReplicas({ replicas, timeoutMs: resolved.requestTimeout / 2 });
+  }
   return new Election(backend, name, resolved);
 }
 

@@ -16,6 +16,8 @@ export interface RedisServerOptions {
   appendonly?: boolean;
   /** notify-keyspace-events at start, e.g. "Kgx"; default none. */
   notifyKeyspaceEvents?: string;
+  /** A replica of the redis-server on this port (on 127.0.0.1). */
+  replicaOf?: number;
 }
 
 /** The redis-server to run: REDIS_SERVER_BIN if set, else the first on PATH or /usr/bin. Throws, saying what to install, when there is none. */
@@ -65,6 +67,7 @@ export class RedisServer {
       "--appendonly", this.options.appendonly ? "yes" : "no",
       "--appendfsync", "always",
       "--notify-keyspace-events", this.options.notifyKeyspaceEvents ?? "",
+      ...(this.options.replicaOf !== undefined ? ["--replicaof", "127.0.0.1", String(this.options.replicaOf)] : []),
       // A test's server needs no memory for background saves, and no warnings about it.
       "--protected-mode", "no",
     ];

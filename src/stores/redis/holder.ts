@@ -28,7 +28,16 @@ export interface RedisMembership extends Membership {
   readonly token: number;
 }
 
+/** How many replicas must acknowledge a win or a renewal before it counts, and how long WAIT waits for them. */
+export interface Replication {
+  readonly replicas: number;
+  readonly timeoutMs: number;
+}
+
 export class KeyHolder {
+  /** Set by the `replicas` option: wins and renewals count once replicated. */
+  replication: Replication | undefined;
+
   constructor(
     private readonly port: RedisPort,
     private readonly keys: ElectionKeys,
@@ -45,6 +54,25 @@ export class KeyHolder {
   async renew(membership: RedisMembership, signal: AbortSignal): Promise<void> {
     const renewed = await untilAborted("renew", this.port.renew(this.keys, membership.token, this.name, this.ttlMs), signal);
     if (!renewed) throw lost(membership, "the key no longer holds its token (expired, deleted, or won by another member)");
+    await this.replicated("renewal", signal);
+  }
+
+  /**
+   * With the `replicas` option: resolves once that many replicas have every
+   * write made so far on the connection (WAIT), the one just confirmed
+   * included; throws if fewer did within the wait, so that the write does
+   * not count. A renewal that does not count extends no term (the election
+   * retries it); a win that does not count is given back (recipe.ts).
+   */
+  async replicated(what: string, signal: AbortSignal): Promise<void> {
+    const replication = this.replication;
+    if (!replication || !this.port.waitForReplicas) return;
+    const acknowledged = await untilAborted("wait for replicas", this.port.waitForReplicas(replication.replicas, replication.timeoutMs), signal);
+    if (acknowledged < replication.replicas) {
+      throw new Error(
+        `the ${what} reached ${acknowledged} of the ${replication.replicas} replicas asked for within ${replication.timeoutMs} ms (WAIT): it does not count`,
+      );
+    }
   }
 
   /** For a member that won the key before (a phase started over): resolves if the key still holds our token, throws MembershipLostError if not. */

@@ -17,14 +17,26 @@ export interface RedisElectionOptions extends ElectionOptions {
    * server that forbids CONFIG but has them on). false: never.
    */
   keyspaceNotifications?: KeyspaceNotifications;
+  /**
+   * How many replicas must acknowledge a win or a renewal (Redis's WAIT,
+   * sent after it on the same connection, waiting at most half the request
+   * timeout) before it counts: a fail-over to one of them keeps the key. A
+   * renewal that fewer replicas acknowledged extends no term; a win is
+   * given back. Default 0 (WAIT is not sent). Not on a Cluster client, whose
+   * WAIT would go to any node. docs/redis.md says what it does not promise.
+   */
+  replicas?: number;
 }
 
 /** The Redis-only options apart from the timing. */
-export function splitOptions(options: RedisElectionOptions): { keyspaceNotifications: KeyspaceNotifications; timing: ElectionOptions } {
+export function splitOptions(options: RedisElectionOptions): { keyspaceNotifications: KeyspaceNotifications; replicas: number; timing: ElectionOptions } {
   if (typeof options !== "object" || options === null) {
     throw new TypeError(`options must be an object, got ${options === null ? "null" : typeof options}`);
   }
-  const { keyspaceNotifications = "auto", ...timing } = options;
+  const { keyspaceNotifications = "auto", replicas = 0, ...timing } = options;
+  if (typeof replicas !== "number" || !Number.isInteger(replicas) || replicas < 0 || replicas > 1_000) {
+    throw new RangeError(`replicas must be a whole number from 0 to 1000, got ${typeof replicas === "number" ? replicas : typeof replicas}`);
+  }
   if ((timing as ElectionOptions).v2 !== undefined) {
     throw new TypeError("the v2 option is for the etcd v2 store (a node-etcd client), not for Redis: leave it out");
   }
@@ -32,5 +44,5 @@ export function splitOptions(options: RedisElectionOptions): { keyspaceNotificat
     const got = typeof keyspaceNotifications === "string" ? JSON.stringify(keyspaceNotifications) : typeof keyspaceNotifications;
     throw new TypeError(`keyspaceNotifications must be "auto", true or false, got ${got}`);
   }
-  return { keyspaceNotifications, timing };
+  return { keyspaceNotifications, replicas, timing };
 }

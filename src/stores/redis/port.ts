@@ -108,4 +108,11 @@ export interface RedisPort {
    * server refuses to say (managed Redis often renames or forbids CONFIG).
    */
   keyspaceEvents(): Promise<string | undefined>;
+  /**
+   * WAIT: resolves with how many replicas acknowledged every write made on
+   * this connection so far, once `replicas` have or `timeoutMs` has passed.
+   * Optional: only for a member that asks for replicas (redisLeader's
+   * `replicas` option).
+   */
+  waitForReplicas?(replicas: number, timeoutMs: number): Promise<number>;
 }

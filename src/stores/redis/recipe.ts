@@ -31,7 +31,7 @@ import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { KeyEvents } from "./events";
 import { Follower, jitter, type Candidate, type Holder, type RaceResult } from "./follower";
-import { KeyHolder, type RedisMembership } from "./holder";
+import { KeyHolder, type RedisMembership, type Replication } from "./holder";
 import type { ElectionKeys, RedisHolding, RedisPort } from "./port";
 import { electionKeys } from "./scripts";
 
@@ -69,6 +69,16 @@ export class RedisBackend implements ElectionBackend<RedisMembership>, Candidate
     return `Redis ${this.keys.key}`;
   }
 
+  /**
+   * From now on a win or a renewal counts only once `replication.replicas`
+   * replicas acknowledged it (WAIT, within `replication.timeoutMs`): what
+   * redisLeader's `replicas` option sets. A fail-over to such a replica keeps
+   * the key (docs/redis.md says what WAIT does not promise).
+   */
+  requireReplicas(replication: Replication | undefined): void {
+    this.holder.replication = replication && replication.replicas > 0 ? replication : undefined;
+  }
+
   async awaitTurn(held: Claim<RedisMembership> | undefined, onLeader: LeaderListener, signal: AbortSignal): Promise<Claim<RedisMembership>> {
     // The state machine passes back what we won when it starts a phase over
     // (after a store outage): still ours, it is our turn again; else lost.
@@ -100,7 +110,15 @@ export class RedisBackend implements ElectionBackend<RedisMembership>, Candidate
     );
     const answer = await untilAborted("acquire election key", acquiring, signal);
     if (answer.won) {
-      return { claim: { membership: this.holder.membership(answer.token), token: answer.token, sentAt, ttlMs: this.ttlMs } };
+      const membership = this.holder.membership(answer.token);
+      try {
+        await this.holder.replicated("win", signal);
+      } catch (err) {
+        // Not on enough replicas to survive a fail-over: not led on, and given back.
+        this.leaveInBackground(membership);
+        throw err;
+      }
+      return { claim: { membership, token: answer.token, sentAt, ttlMs: this.ttlMs } };
     }
     return { holder: this.holderOf(answer, sentAt) };
   }

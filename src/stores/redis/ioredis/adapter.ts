@@ -151,6 +151,14 @@ export class IoredisAdapter implements RedisPort {
     }
   }
 
+  async waitForReplicas(replicas: number, timeoutMs: number): Promise<number> {
+    if (typeof this.client.wait !== "function") throw new TypeError("this Redis client has no wait(): the replicas option needs an ioredis client");
+    await this.connected();
+    const acknowledged = await this.silence.watch(this.client.wait(replicas, timeoutMs));
+    if (typeof acknowledged !== "number" || !Number.isInteger(acknowledged) || acknowledged < 0) throw unexpected("WAIT", acknowledged);
+    return acknowledged;
+  }
+
   /** Runs `script` on the election's keys: EVALSHA, and EVAL where the server does not have it yet. */
   private async run(script: Script, keys: ElectionKeys, ...args: Array<string | number>): Promise<unknown> {
     await this.connected();

@@ -35,6 +35,8 @@ export interface RedisClient {
   ping?(): Promise<unknown>;
   /** Drops the connection; with `true`, connects again (silence.ts). */
   disconnect?(reconnect?: boolean): void;
+  /** WAIT numreplicas timeout: for the `replicas` option. */
+  wait?(replicas: number, timeoutMs: number): Promise<number>;
 }
 
 const CLIENT_METHODS = ["duplicate", "evalsha", "eval"] as const;
