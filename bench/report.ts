@@ -79,7 +79,7 @@ function graceful(results: BenchResults): string[] {
 function crash(results: BenchResults): string[] {
   if (!results.crash.length) return [];
   const ttl = results.meta.params.ttl;
-  return [
+  const overall = [
     `2. Crash failover: the leader's process gets SIGKILL; s until the next \`elected\` (TTL ${ttl} s; one process per member)`,
     table(
       ["subject", "n", "min", "median", "p90", "max", "median/TTL", "max/TTL", "failed"],
@@ -89,6 +89,11 @@ function crash(results: BenchResults): string[] {
       }),
     ),
     "",
+  ];
+  // Only etcd's keys are watched for their removal: without an etcd subject, no split.
+  if (!results.crash.some((r) => r.reactionMs?.length || r.keyGoneMs?.length)) return overall;
+  return [
+    ...overall,
     "   The same trials split at the removal of the killed leader's key, as an independent watch of etcd saw it:",
     "   the store's part (the key's remaining life at the kill, at most one TTL with a renewal every TTL/2, plus",
     "   etcd's expiry sweep of up to 0.5 s) and the library's part after it (ms, until the next `elected`)",
@@ -170,10 +175,10 @@ function storeIdle(results: BenchResults): string[] {
     ];
   });
   return [
-    `3f. PostgreSQL and Redis idle load once settled (TTL ${results.meta.params.scale.ttl} s), per second, as the server counted it: Redis`,
-    "    commands (INFO commandstats, its INFO calls left out), PostgreSQL transactions of the database (pg_stat_database,",
-    "    commits + rollbacks; each statement outside a transaction block is one). The server counts for the whole election:",
-    "    the leader's figure is the lone member's (N = 1), a follower's what N members sent beyond it, ÷ (N − 1)",
+    `3f. PostgreSQL and Redis idle load once settled (TTL ${results.meta.params.scale.ttl} s), per second, as the server saw it: Redis`,
+    "    commands clients sent (MONITOR; the commands a Lua script runs are not counted), PostgreSQL transactions of the",
+    "    database (pg_stat_database, commits + rollbacks; each statement outside a transaction block is one). Both are for the",
+    "    whole election: the leader's figure is the lone member's (N = 1), a follower's what N members sent beyond it, ÷ (N − 1)",
     table(["N", "subject", "whole election", "per follower", "leader", "by kind, per second (or problems)"], rows),
     "",
   ];
@@ -354,6 +359,10 @@ function partition(results: BenchResults): string[] {
       }),
     ),
   ];
+  if (results.partition.some((r) => ["postgres", "redis"].includes(subjectInfo(r.subject as SubjectId).api))) {
+    out.push("   PostgreSQL and Redis: the leader's link to that server; rejoined: it runs, is no leader and names the successor");
+    out.push("   (where its library names leaders at all); a follower holds nothing on those servers");
+  }
   for (const r of results.partition) {
     const problems = partitionFigures(results, r.subject).problems;
     if (problems.length) out.push(`   ${label(r.subject)} did not rejoin: ${problems.join("; ")}`);

@@ -236,7 +236,7 @@ async function main(): Promise<void> {
         `Redis without persistence or keyspace notifications), one client per member: this library's a pg.Pool of at most ` +
         `${POSTGRES_POOL_MAX} connections (keepAlive) or an ioredis client with its defaults; redlock and redis-leader on an ` +
         `ioredis client each, advisory-lock on connections it opens itself. Their idle load has its own table (what the server ` +
-        `counted: Redis commands, PostgreSQL transactions)`,
+        `saw: the Redis commands clients sent, PostgreSQL transactions)`,
       "advisory-lock, redlock and redis-leader are locks used as elections: a follower cannot name the leader, so they " +
         "report no `leader` events, and their trials wait for none. advisory-lock: tryLock() every TTL/2, the lock held by " +
         "its session until unlock(); redlock: using() with one attempt per try, a try every 200–400 ms (its default retry " +

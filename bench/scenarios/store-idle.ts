@@ -1,8 +1,11 @@
 // PostgreSQL and Redis idle load: N members of one election in one process,
 // each on its own client, settled; over a window, what the server itself
-// counted, per second, for the whole election:
-//   Redis       commands processed (INFO commandstats), every command but the
-//               INFO calls that take the measurement;
+// saw, per second, for the whole election:
+//   Redis       the commands clients sent, as MONITOR reports them to a
+//               connection of the measurement's own (which sends nothing
+//               while it monitors). Not INFO commandstats nor
+//               total_commands_processed: both count every command a Lua
+//               script runs too, so one script call would count as several;
 //   PostgreSQL  transactions of the database (pg_stat_database: xact_commit +
 //               xact_rollback), minus the one the first reading is; every
 //               statement the members send outside a transaction block is
@@ -58,20 +61,23 @@ async function redisCounter(url: string): Promise<RequestCounter> {
   const probe = new Redis(url, { connectionName: "bench-probe", lazyConnect: true });
   probe.on("error", () => undefined);
   await probe.connect();
+  const monitor = await probe.monitor();
+  monitor.on("error", () => undefined);
+  const byKind: Record<string, number> = {};
+  let total = 0;
+  // MONITOR names a script's own commands' source "lua": they are not requests.
+  monitor.on("monitor", (_time: string, args: unknown[], source: string) => {
+    if (source === "lua") return;
+    const name = String(args[0]).toLowerCase();
+    byKind[name] = (byKind[name] ?? 0) + 1;
+    total++;
+  });
   return {
     async read() {
-      const byKind: Record<string, number> = {};
-      let total = 0;
-      for (const line of (await probe.info("commandstats")).split("\n")) {
-        const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
-        // The measurement's own commands are INFO, and nothing else.
-        if (!match || match[1] === "info") continue;
-        byKind[match[1]!] = Number(match[2]);
-        total += Number(match[2]);
-      }
-      return { total, byKind };
+      return { total, byKind: { ...byKind } };
     },
     async close() {
+      monitor.disconnect();
       probe.disconnect();
     },
   };
