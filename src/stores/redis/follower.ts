@@ -17,7 +17,9 @@
 //             a healthy election costs followers no request at all.
 //
 // Nothing here polls: every wait ends on an event or on the one moment the
-// holder's key must have run out.
+// holder's key must have run out. A due check that finds a holder we never
+// heard win makes the subscription show that its connection still answers
+// (a connection gone silent hears nothing, and says nothing).
 import type { Claim, LeaderListener } from "../../contract/backend";
 import type { Clock } from "../../util/clock";
 import type { TurnQueue } from "../../util/turns";
@@ -52,6 +54,8 @@ export class Follower {
   private holder: Holder | undefined;
   /** The leader last reported to onLeader: a due check that finds the same holder is no news. */
   private named: { name: string; token: number } | undefined;
+  /** The holder whose key was due when the last race went out, if it was a due check. */
+  private overdue: Holder | undefined;
 
   constructor(
     private readonly candidate: Candidate,
@@ -71,14 +75,13 @@ export class Follower {
         const result = await candidate.race(signal);
         if ("claim" in result) return result.claim;
         this.found(result.holder);
+        this.checkHeard(result.holder);
         continue;
       }
       const event = await events.next(holder.goneBy + jitter(this.ttlMs, candidate.random), signal);
       if (!event) {
-        // Its key must have run out by now, unless renewed unheard: the race
-        // tells. A subscription whose connection went silent would have
-        // missed the renewals and releases: check that it still answers.
-        events.probe();
+        // Its key must have run out by now, unless renewed unheard: the race tells.
+        this.overdue = holder;
         this.holder = undefined;
         continue;
       }
@@ -115,6 +118,19 @@ export class Follower {
     this.signal.throwIfAborted();
     const since = this.events.newestAcquire(previous?.token ?? 0);
     if (since) this.found({ name: since.name, token: since.token, goneBy: since.seenAt + since.ttlMs, ttlMs: since.ttlMs });
+  }
+
+  /**
+   * After a due check: a holder newer than the one that was due won the key
+   * without our hearing its announcement. It may still be on its way (the
+   * race's answer came on another connection); or the subscription's
+   * connection went silent, and would miss every announcement from now on:
+   * ask it to show that it still answers (one PING, only then).
+   */
+  private checkHeard(holder: Holder): void {
+    const overdue = this.overdue;
+    this.overdue = undefined;
+    if (overdue && holder.token > overdue.token) this.events.probe();
   }
 
   /** `holder` holds the key: name it, if it is news. */
