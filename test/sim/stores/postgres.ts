@@ -341,7 +341,7 @@ export interface Carrier {
   onBroken(listener: (error: Error) => void): () => void;
 }
 
-/** The server itself, with no network between: a request is applied a microtask later, as on a connection. */
+/** The server itself, with no network between: a request is applied at once and answered a microtask later, as on a connection. */
 export function directCarrier(): Carrier {
   return {
     request: async (apply) => apply(),
