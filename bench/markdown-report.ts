@@ -165,7 +165,7 @@ function sideBySide(results: BenchResults): string[][] {
           const n = storeIdleNsOf(results, s.id).at(-1);
           const shares = n === undefined ? {} : storeIdleShares(results, s.id, n);
           if (n === undefined || shares.follower === undefined || shares.leader === undefined) return undefined;
-          const unit = s.api === "redis" ? "Redis commands" : "PostgreSQL transactions";
+          const unit = s.api === "redis" ? "Redis commands" : "PostgreSQL statements";
           return { value: `${fixed(shares.follower, 3)} by a follower at N = ${n}, ${fixed(shares.leader, 3)} by the leader (${unit})` };
         }
         const rate = idleRate(scaleRun(results, s.id, SIDE_BY_SIDE_N));

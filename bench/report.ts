@@ -176,8 +176,8 @@ function storeIdle(results: BenchResults): string[] {
   });
   return [
     `3f. PostgreSQL and Redis idle load once settled (TTL ${results.meta.params.scale.ttl} s), per second, as the server saw it: Redis`,
-    "    commands clients sent (MONITOR; the commands a Lua script runs are not counted), PostgreSQL transactions of the",
-    "    database (pg_stat_database, commits + rollbacks; each statement outside a transaction block is one). Both are for the",
+    "    commands clients sent (MONITOR; the commands a Lua script runs are not counted), PostgreSQL statements clients",
+    "    sent (pg_stat_statements, the measurement's own left out). Both are for the",
     "    whole election: the leader's figure is the lone member's (N = 1), a follower's what N members sent beyond it, ÷ (N − 1)",
     table(["N", "subject", "whole election", "per follower", "leader", "by kind, per second (or problems)"], rows),
     "",

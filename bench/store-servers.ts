@@ -1,9 +1,10 @@
 // The throwaway PostgreSQL and redis-server a run starts, from the test kit,
 // each only when a subject of its store is selected. Both keep their
-// defaults but one: autovacuum is off on PostgreSQL (with the settings file,
-// no restart), so that its transactions never land in an idle window
-// (bench/scenarios/store-idle.ts); the benchmark's tables are small and its
-// server lives for one run.
+// defaults but two on PostgreSQL: pg_stat_statements is loaded (a restart),
+// which counts the statements clients send for the idle table
+// (bench/scenarios/store-idle.ts), and autovacuum is off, so that none of
+// its work lands in an idle window; the benchmark's tables are small and
+// its server lives for one run.
 import pg from "pg";
 import { Redis } from "ioredis";
 import { startPostgres, type PostgresServer } from "../test/kit/postgres-server";
@@ -32,7 +33,7 @@ export async function startStoreServers(ctx: BenchContext, subjects: readonly Su
     if (needs.has("postgres")) {
       ctx.log("starting PostgreSQL");
       servers.postgres = await startPostgres();
-      await withoutAutovacuum(servers.postgres.url);
+      await prepareForCounting(servers.postgres);
       ctx.postgresUrl = servers.postgres.url;
     }
     if (needs.has("redis")) {
@@ -47,12 +48,20 @@ export async function startStoreServers(ctx: BenchContext, subjects: readonly Su
   return servers;
 }
 
-async function withoutAutovacuum(url: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
+async function prepareForCounting(server: PostgresServer): Promise<void> {
+  const settings = new pg.Client({ connectionString: server.url });
+  await settings.connect();
+  try {
+    await settings.query("ALTER SYSTEM SET autovacuum = off");
+    await settings.query("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'");
+  } finally {
+    await settings.end();
+  }
+  await server.restart();
+  const client = new pg.Client({ connectionString: server.url });
   await client.connect();
   try {
-    await client.query("ALTER SYSTEM SET autovacuum = off");
-    await client.query("SELECT pg_reload_conf()");
+    await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
   } finally {
     await client.end();
   }

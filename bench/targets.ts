@@ -138,7 +138,7 @@ export function checkTargets(results: BenchResults): TargetLine[] {
   for (const o of ours.filter((s) => s.api === "postgres" || s.api === "redis")) {
     const idleNs = storeIdleNsOf(results, o.id);
     if (!idleNs.length) continue;
-    const unit = o.api === "redis" ? "commands" : "transactions";
+    const unit = o.api === "redis" ? "commands" : "statements";
     const idleFailures = (results.storeIdle ?? []).filter((r) => r.subject === o.id).flatMap((r) => r.failures);
     const problems = idleFailures.length ? `; ${idleFailures.join("; ").slice(0, 200)}` : "";
     const leader = storeIdleShares(results, o.id, 1).leader ?? NaN;

@@ -6,10 +6,12 @@
 //               while it monitors). Not INFO commandstats nor
 //               total_commands_processed: both count every command a Lua
 //               script runs too, so one script call would count as several;
-//   PostgreSQL  transactions of the database (pg_stat_database: xact_commit +
-//               xact_rollback), minus the one the first reading is; every
-//               statement the members send outside a transaction block is
-//               one, a failed one a rollback.
+//   PostgreSQL  the statements clients sent, as pg_stat_statements counts
+//               them (loaded by bench/store-servers.ts), the measurement's
+//               own left out. Not pg_stat_database's transactions: each
+//               backend flushes those to the shared counters at most once a
+//               second (and an idle one after ten), so a window of a few
+//               seconds saw a leader's two renewals a TTL as three or four.
 // The server counts for all members at once, not per connection: the lone
 // leader is measured apart (N = 1), and a follower's share at N is what the
 // N members sent beyond that lone leader, ÷ (N − 1) (bench/figures.ts).
@@ -28,9 +30,9 @@ export interface StoreIdleRun {
   subject: string;
   n: number;
   seconds: number;
-  /** What the server counted for the whole election, per second (Redis: commands; PostgreSQL: transactions). */
+  /** What the server counted for the whole election, per second (Redis: commands; PostgreSQL: statements). */
   requestsPerS?: number;
-  /** The same by kind, per second: Redis commands by name; PostgreSQL commits and rollbacks. */
+  /** The same by kind, per second: Redis commands by name; PostgreSQL statements by their first word. */
   byKind?: Record<string, number>;
   failures: string[];
   safety: SafetySummary;
@@ -87,18 +89,21 @@ async function postgresCounter(url: string): Promise<RequestCounter> {
   const probe = new pg.Client({ connectionString: url, application_name: "bench-probe" });
   probe.on("error", () => undefined);
   await probe.connect();
-  let readings = 0;
   return {
     async read() {
-      const result = await probe.query<{ commits: string; rollbacks: string }>(
-        "SELECT xact_commit AS commits, xact_rollback AS rollbacks FROM pg_stat_database WHERE datname = current_database()",
+      // Every statement but the probe's own (its application_name is not
+      // kept there, so its queries are told apart by what they read).
+      const result = await probe.query<{ kind: string; calls: string }>(
+        "SELECT upper(split_part(ltrim(query), ' ', 1)) AS kind, sum(calls)::text AS calls FROM pg_stat_statements " +
+          "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE '%pg_stat_statements%' GROUP BY 1",
       );
-      const row = result.rows[0];
-      if (!row) throw new Error("pg_stat_database has no row for the current database");
-      // Each earlier reading is a transaction of this database too, counted once the server has flushed it.
-      const commits = Number(row.commits) - readings++;
-      const rollbacks = Number(row.rollbacks);
-      return { total: commits + rollbacks, byKind: { commits, rollbacks } };
+      const byKind: Record<string, number> = {};
+      let total = 0;
+      for (const row of result.rows) {
+        byKind[row.kind] = Number(row.calls);
+        total += Number(row.calls);
+      }
+      return { total, byKind };
     },
     async close() {
       await probe.end().catch(() => undefined);
