@@ -66,7 +66,7 @@ export async function postgresLeader(
   checkText("key", key);
   checkText("name", name);
   const resolved = resolvePostgresOptions(options);
-  const adapter = new PgAdapter(pool, resolved.table);
+  const adapter = new PgAdapter(pool, resolved.table, resolved.timing.requestTimeout);
   await ensureTable(pool, resolved.table, AbortSignal.timeout(resolved.timing.requestTimeout));
   const backend = new PostgresBackend(adapter, key, name, resolved.timing.ttlMs, { listen: resolved.listen, requestTimeout: resolved.timing.requestTimeout });
   return new Election(backend, name, resolved.timing);
@@ -78,7 +78,7 @@ export namespace postgresLeader {
     checkClient(pool);
     checkText("key", key);
     const resolved = resolvePostgresOptions(options);
-    const backend = new PostgresBackend(new PgAdapter(pool, resolved.table), key, "observer", resolved.timing.ttlMs, {
+    const backend = new PostgresBackend(new PgAdapter(pool, resolved.table, resolved.timing.requestTimeout), key, "observer", resolved.timing.ttlMs, {
       listen: resolved.listen,
       requestTimeout: resolved.timing.requestTimeout,
     });
@@ -128,7 +128,10 @@ function reader(
     throw new RangeError(`${where}: requestTimeout must be a positive number of ms, got ${JSON.stringify(requestTimeout)}`);
   }
   // The TTL only paces an observer; a read makes no use of it.
-  const backend = new PostgresBackend(new PgAdapter(pool, parseTableName(table)), key, "observer", DEFAULT_READ_TIMEOUT_MS, { listen: true, requestTimeout });
+  const backend = new PostgresBackend(new PgAdapter(pool, parseTableName(table), requestTimeout), key, "observer", DEFAULT_READ_TIMEOUT_MS, {
+    listen: true,
+    requestTimeout,
+  });
   return { backend, timeoutMs: requestTimeout, signal: checkSignal(signal, where) };
 }
 

@@ -7,6 +7,7 @@
 // starts, so that a server that cannot be reached, or credentials it
 // refuses, fail at once, with a message, instead of being retried in silence.
 // The TTL is the member's --ttl (10 s by default), as on etcd.
+import { setTimeout as delay } from "node:timers/promises";
 import { postgresLeader, type PgPool } from "../../postgres";
 import { parseTableName } from "../../stores/postgres/table-name";
 import { loadClient } from "./load-client";
@@ -22,6 +23,8 @@ export interface PostgresFlags {
 
 /** How long the first connection may take. */
 const CONNECT_TIMEOUT_MS = 5_000;
+/** How long closing the pool may take on the way out. */
+const CLOSE_TIMEOUT_MS = 2_000;
 
 interface PgModule {
   Pool: new (config: object) => PgPool & { end(): Promise<void>; on(event: "error", listener: (err: Error) => void): unknown };
@@ -51,7 +54,9 @@ export async function connectPostgres(flags: PostgresFlags): Promise<Store> {
   }
   // An idle connection that fails is reported here; the election finds out from its own requests.
   pool.on("error", () => undefined);
-  const closePool = () => pool.end().catch(() => undefined);
+  // pool.end() waits for every connection to close, and one gone silent
+  // never does: the CLI exits once the others are done, or after a while.
+  const closePool = () => Promise.race([pool.end().catch(() => undefined), delay(CLOSE_TIMEOUT_MS, undefined, { ref: false })]);
   try {
     await pool.query("SELECT 1");
   } catch (err) {

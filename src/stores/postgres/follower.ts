@@ -78,6 +78,8 @@ export class Follower {
   async follow(): Promise<Claim<PostgresMembership>> {
     const { candidate, notices, signal } = this;
     let tryNow = true;
+    /** The holder whose lease was due when the try went out, if it was a due try. */
+    let overdue: Followed | undefined;
     for (;;) {
       if (tryNow) {
         tryNow = false;
@@ -90,10 +92,18 @@ export class Follower {
           continue;
         }
         this.heldBy(seen.holder, seen.receivedAt);
+        // A newer holder than the one that was due took the row without our
+        // hearing of it. Its notice may still be on its way (the answer came
+        // on another connection); or the LISTEN connection went silent, and
+        // would miss every notice from now on: ask it to show that it still
+        // answers (one statement, only then).
+        if (overdue && seen.holder.token > overdue.token) notices.probe();
+        overdue = undefined;
       }
       const holder = this.holder;
       const notice = await notices.next(holder ? holder.dueAt + jitter(candidate.ttlMs, candidate.random) : Infinity, signal);
       if (!notice) {
+        overdue = holder;
         tryNow = true;
       } else if (notice.kind === "acquired") {
         this.acquired(notice);

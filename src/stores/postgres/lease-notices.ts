@@ -80,6 +80,11 @@ export class LeaseNotices implements LeaseListener {
     return this.queue.some((notice) => notice.kind === "acquired" && notice.token > token);
   }
 
+  /** Checks that the listening connection still answers (a follower does, when a notice it should have had never came). */
+  probe(): void {
+    this.listening?.probe?.();
+  }
+
   close(): void {
     this.listening?.stop();
     this.listening = undefined;

@@ -67,6 +67,13 @@ export interface LeaseListener {
 export interface LeaseListening {
   /** Stops listening (UNLISTEN) and lets go of the connection if nothing else listens on it. */
   stop(): void;
+  /**
+   * Checks that the listening connection still answers (a trivial
+   * statement), without waiting: if it does not within the request timeout,
+   * the listening ends (onEnd), as if the connection had been lost.
+   * Optional: a store whose connections cannot go silent leaves it out.
+   */
+  probe?(): void;
 }
 
 /** One table of election leases, as the recipe uses it. */

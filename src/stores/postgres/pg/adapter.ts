@@ -27,9 +27,22 @@ export class PgAdapter implements PostgresPort {
   constructor(
     private readonly client: PostgresClient,
     private readonly tableName: TableName,
+    /**
+     * How long pg waits for a statement's answer before it gives up (its
+     * query_timeout): the election's request timeout. A pool closes the
+     * connection of a statement it gave up on, so that a connection gone
+     * silent is not handed out again; a pg.Client stays stuck behind it
+     * (docs/postgres.md: use a pool). Undefined: pg waits as long as TCP does.
+     */
+    private readonly queryTimeoutMs?: number,
   ) {
     this.statements = statementsFor(tableName);
-    this.listener = new SharedListener(client, readPayload);
+    this.listener = new SharedListener(client, readPayload, queryTimeoutMs);
+  }
+
+  /** Sends one statement, bounded by queryTimeoutMs. */
+  private query(text: string, values: unknown[]) {
+    return this.queryTimeoutMs === undefined ? this.client.query(text, values) : this.client.query({ text, values, query_timeout: this.queryTimeoutMs });
   }
 
   get table(): string {
@@ -42,7 +55,7 @@ export class PgAdapter implements PostgresPort {
   }
 
   async acquire(key: string, name: string, ttlMs: number): Promise<Acquired> {
-    const { rows } = await this.client.query(this.statements.acquire, [key, name, ttlMs, this.channel(key)]);
+    const { rows } = await this.query(this.statements.acquire, [key, name, ttlMs, this.channel(key)]);
     const row = rows[0] as { won?: unknown; token?: unknown; holder?: unknown; remaining_ms?: unknown } | undefined;
     if (row === undefined) return { won: false, holder: undefined };
     if (row.won === true) return { won: true, token: parseToken(row.token, "acquire") };
@@ -53,17 +66,17 @@ export class PgAdapter implements PostgresPort {
   }
 
   async renew(key: string, token: number, ttlMs: number): Promise<boolean> {
-    const { rowCount } = await this.client.query(this.statements.renew, [key, String(token), ttlMs]);
+    const { rowCount } = await this.query(this.statements.renew, [key, String(token), ttlMs]);
     return rowCount === 1;
   }
 
   async release(key: string, token: number): Promise<boolean> {
-    const { rows } = await this.client.query(this.statements.release, [key, String(token)]);
+    const { rows } = await this.query(this.statements.release, [key, String(token)]);
     return rows.length === 1;
   }
 
   async read(key: string): Promise<LeaseHolder | undefined> {
-    const { rows } = await this.client.query(this.statements.read, [key]);
+    const { rows } = await this.query(this.statements.read, [key]);
     const row = rows[0] as { token?: unknown; holder?: unknown; remaining_ms?: unknown } | undefined;
     return row === undefined ? undefined : holderOf(row, "read");
   }

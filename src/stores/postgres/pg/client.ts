@@ -10,6 +10,17 @@ export interface PgQueryResult {
   readonly rowCount: number | null;
 }
 
+/**
+ * A query as pg takes it in one object: `query_timeout` makes pg give up on
+ * it (and a pool then closes the connection it ran on, instead of handing
+ * it out again).
+ */
+export interface PgQueryConfig {
+  readonly text: string;
+  readonly values?: unknown[];
+  readonly query_timeout?: number;
+}
+
 /** A notification, as pg's `notification` event gives it. */
 export interface PgNotification {
   readonly channel: string;
@@ -18,7 +29,7 @@ export interface PgNotification {
 
 /** One connection: a pg.Client, or a client checked out of a pool. */
 export interface PgConnection {
-  query(text: string, values?: unknown[]): Promise<PgQueryResult>;
+  query(text: string | PgQueryConfig, values?: unknown[]): Promise<PgQueryResult>;
   on(event: "notification", listener: (message: PgNotification) => void): unknown;
   on(event: "error", listener: (err: Error) => void): unknown;
   on(event: "end", listener: () => void): unknown;
@@ -33,7 +44,7 @@ export interface PgPoolClient extends PgConnection {
 
 /** The part of a pg.Pool this package uses. */
 export interface PgPool {
-  query(text: string, values?: unknown[]): Promise<PgQueryResult>;
+  query(text: string | PgQueryConfig, values?: unknown[]): Promise<PgQueryResult>;
   connect(): Promise<PgPoolClient>;
   readonly totalCount: number;
   readonly idleCount: number;

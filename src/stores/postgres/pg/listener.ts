@@ -35,6 +35,8 @@ class Session {
   /** The LISTEN of each channel, once sent: a second listener of the channel waits for the same. */
   readonly listens = new Map<string, Promise<unknown>>();
   ended: Error | undefined;
+  /** A probe (SharedListener.probe) is out. */
+  probing = false;
   /** Ends the session as a lost connection: every listener is told. */
   fail: (error: Error) => void = () => undefined;
 
@@ -55,6 +57,8 @@ export class SharedListener {
   constructor(
     private readonly client: PostgresClient,
     private readonly readPayload: PayloadReader,
+    /** How long a probe of the connection may go unanswered (probe()); undefined: no probes. */
+    private readonly probeTimeoutMs?: number,
   ) {}
 
   /** Listens on `channel` for notices about `key`; resolves once the LISTEN is in place. */
@@ -96,7 +100,30 @@ export class SharedListener {
         stopped = true;
         this.remove(session, channel, subscriber);
       },
+      probe: () => {
+        if (!stopped) this.probe(session);
+      },
     };
+  }
+
+  /**
+   * A statement on the LISTEN connection, bounded by probeTimeoutMs: one
+   * left unanswered ends the session as a lost connection, so that its
+   * listeners listen again on a fresh one. One probe at a time per session.
+   */
+  private probe(session: Session): void {
+    const timeoutMs = this.probeTimeoutMs;
+    if (timeoutMs === undefined || session.ended || session.probing) return;
+    session.probing = true;
+    session.connection.query({ text: "SELECT 1", query_timeout: timeoutMs }).then(
+      () => {
+        session.probing = false;
+      },
+      (err: unknown) => {
+        session.probing = false;
+        if (!session.ended) session.fail(new Error(`the LISTEN connection did not answer within ${timeoutMs} ms: ${(err as Error).message}`));
+      },
+    );
   }
 
   private remove(session: Session, channel: string, subscriber: Subscriber): void {
