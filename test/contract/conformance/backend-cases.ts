@@ -9,6 +9,9 @@ import { LIVENESS_MS, TTL_MS, noLeader, type Harness } from "./harness";
 
 const timeout = () => AbortSignal.timeout(LIVENESS_MS);
 
+/** How long a count of the store's watches must hold before a case takes it as where it stands. */
+const STEADY_MS = 200;
+
 /** True once `renew` reports the membership lost; any other failure fails the case. */
 async function renewalReportsLoss(backend: ElectionBackend, membership: Membership): Promise<boolean> {
   try {
@@ -25,13 +28,29 @@ async function renewalReportsLoss(backend: ElectionBackend, membership: Membersh
 
 export function backendCases(harness: Harness): void {
   /** A leads on its bare backend; b waits for its turn, an observer follows, a waits for its loss: all on one signal. */
+  /** `count()` once two readings STEADY_MS apart agree (within LIVENESS_MS). */
+  async function steadyCount(count: () => Promise<number>): Promise<number> {
+    let last = await count();
+    const steady = await waitFor("the store's watches to hold steady", LIVENESS_MS, async () => {
+      await sleep(STEADY_MS);
+      const now = await count();
+      const held = now === last;
+      last = now;
+      // An object: a count of 0 is an answer too.
+      return held ? { now } : undefined;
+    });
+    return steady.now;
+  }
+
   async function waitsOnOneSignal(label: string) {
     await harness.election(label);
     const a = (await harness.backend("a")).backend;
     const claim = await harness.claim(a);
     const b = (await harness.backend("b")).backend;
     const observer = (await harness.backend("observer")).backend;
-    const before = await harness.store.openWatches?.();
+    // The claim's own wait may still be closing its watch on the store (a
+    // backend may close it in the background): count once the figure holds.
+    const before = harness.store.openWatches ? await steadyCount(harness.store.openWatches) : undefined;
     const controller = new AbortController();
     const joined = await harness.join(b);
     const waits: Array<Promise<unknown>> = [
