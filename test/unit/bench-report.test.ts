@@ -17,8 +17,16 @@ const results = JSON.parse(readFileSync(join(BENCH, "results", "latest.json"), "
 const committedReadme = readFileSync(join(BENCH, "README.md"), "utf8");
 const readme = renderReadme(committedReadme, results, "results/failover.svg");
 
-const SUBJECTS = ["ours-v2", "ours-v3", "ours-nats", "original", "etcd3-election"] as const;
-const COLUMNS = ["etcd-leader v2", "etcd-leader v3", "etcd-leader NATS KV", "etcd-leader 0.0.1", "etcd3 Election"];
+const SUBJECTS = ["ours-v2", "ours-v3", "ours-nats", "ours-postgres", "ours-redis", "original", "etcd3-election", "advisory-lock", "redlock", "redis-leader"] as const;
+const COLUMNS = [
+  "etcd-leader v2", "etcd-leader v3", "etcd-leader NATS KV", "etcd-leader PostgreSQL", "etcd-leader Redis",
+  "etcd-leader 0.0.1", "etcd3 Election", "advisory-lock", "redlock", "redis-leader",
+];
+/** The PostgreSQL and Redis subjects, whose idle load the server counts for the whole election. */
+const STORE_IDLE: Record<string, string> = {
+  "ours-postgres": "PostgreSQL statements", "advisory-lock": "PostgreSQL statements",
+  "ours-redis": "Redis commands", redlock: "Redis commands", "redis-leader": "Redis commands",
+};
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -30,6 +38,8 @@ const avg = (values: number[]) => sum(values) / values.length;
 const signed = (text: string) => text.replace(/^-/, "−");
 const of = <T extends { subject: string }>(list: T[], id: string) => list.find((r) => r.subject === id);
 const scale = (id: string, n: number) => results.scale.runs.find((r) => r.subject === id && r.n === n);
+/** What the server counted per second for the election of `id` at `n` members. */
+const storeIdle = (id: string, n: number) => results.storeIdle?.find((r) => r.subject === id && r.n === n)?.requestsPerS;
 
 /**
  * Two texts are the same; if not, the first line that differs. (assert.equal's
@@ -89,6 +99,13 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
         const r = results.natsIdle.find((x) => x.subject === id && x.n === 100)!;
         return { parts: [`${r.followerSent!.toFixed(3)} sent by a follower`, `${r.leaderSent!.toFixed(3)} by the leader`] };
       }
+      if (STORE_IDLE[id]) {
+        // A follower's share at the largest N measured: what N members sent beyond the lone leader, over N - 1.
+        const n = Math.max(...results.storeIdle!.filter((r) => r.subject === id).map((r) => r.n));
+        const leader = storeIdle(id, 1)!;
+        const follower = (storeIdle(id, n)! - leader) / (n - 1);
+        return { parts: [`${follower.toFixed(3)} by a follower at N = ${n}`, `${leader.toFixed(3)} by the leader (${STORE_IDLE[id]})`] };
+      }
       const idle = scale(id, 100)!.idle!;
       return { parts: [(idle.requests / idle.n / idle.seconds).toFixed(3)] };
     },
@@ -96,6 +113,7 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
   {
     label: `a change of leader, N = ${results.meta.params.coldStart.n}: stop → next elected`,
     cell: (id) => {
+      if (!of(results.coldStart, id)) return undefined;
       const v = (of(results.coldStart, id)?.changes ?? []).map((c) => c.failoverMs);
       return { parts: [`${median(v).toFixed(1)} ms`, `max ${Math.max(...v).toFixed(1)}`], n: v.length };
     },
@@ -121,7 +139,8 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
   {
     label: `follower learns the new leader, N = ${results.meta.params.coldStart.n}`,
     cell: (id) => {
-      const changes = of(results.coldStart, id)!.changes;
+      const changes = of(results.coldStart, id)?.changes;
+      if (!changes) return undefined;
       const v = changes.flatMap((c) => c.learnFromStopMs);
       const never = sum(changes.map((c) => c.unaware));
       const parts = [`${median(v).toFixed(0)} ms`, `max ${Math.max(...v).toFixed(0)}`];
@@ -132,7 +151,8 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
   {
     label: `cold start, N = ${results.meta.params.coldStart.n}, until every member follows`,
     cell: (id) => {
-      const v = of(results.coldStart, id)!.settleMs;
+      const v = of(results.coldStart, id)?.settleMs;
+      if (!v) return undefined;
       const trials = results.meta.params.coldStart.trials;
       if (!v.length) return { parts: [`failed ${trials} of ${trials}`] };
       return { parts: [`${median(v).toFixed(0)} ms`], n: v.length };
@@ -157,8 +177,12 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
     cell: (id) => {
       const trials = of(results.partition, id)?.trials;
       if (!trials) return undefined;
-      const margin = median(trials.map((t) => t.marginMs!));
-      return { parts: [`${signed(margin.toFixed(0))} ms${margin < 0 ? " (two leaders)" : ""}`], n: trials.length };
+      const margins = trials.flatMap((t) => (t.marginMs === undefined ? [] : [t.marginMs]));
+      const margin = median(margins);
+      const parts = [margins.length ? `${signed(margin.toFixed(0))} ms${margin < 0 ? " (two leaders)" : ""}` : "—"];
+      const never = trials.filter((t) => t.stepDownMs === undefined).length;
+      if (never) parts.push(`${never} never stepped down`);
+      return { parts, n: trials.length };
     },
   },
   {
@@ -167,6 +191,7 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
       const trials = of(results.partition, id)?.trials;
       if (!trials) return undefined;
       const rejoins = trials.flatMap((t) => (t.rejoinMs === undefined ? [] : [t.rejoinMs]));
+      if (!rejoins.length) return { parts: ["never"], n: trials.length };
       const slowest = Math.max(...rejoins);
       const parts = [slowest < 1000 ? `${slowest.toFixed(0)} ms` : `${(slowest / 1000).toFixed(1)} s`];
       if (rejoins.length < trials.length) parts.push(`${trials.length - rejoins.length} of ${trials.length} never`);
@@ -176,7 +201,7 @@ const expectedRows: Array<{ label: string; cell: (id: string) => Expect }> = [
   {
     label: "instants with two leaders, all scenarios",
     cell: (id) => {
-      const all = [results.graceful, results.crash, results.coldStart, results.scale.runs, results.natsIdle, results.overload ?? [], results.partition]
+      const all = [results.graceful, results.crash, results.coldStart, results.scale.runs, results.natsIdle, results.storeIdle ?? [], results.overload ?? [], results.partition]
         .flatMap((list: Array<{ subject: string; safety: { trials: number; instants: number } }>) => list.filter((r) => r.subject === id));
       return { parts: [`${sum(all.map((r) => r.safety.instants))}`], n: sum(all.map((r) => r.safety.trials)) };
     },
@@ -207,12 +232,18 @@ test("the side-by-side table has every row, with the run's medians, maxima and n
 
 test("the ratio table divides this library's medians by each peer's", () => {
   const rows = tableAfter(readme, "### Ratio of this library to each peer");
-  assert.deepEqual(rows[0], ["metric", "v2 ÷ etcd-leader 0.0.1", "v2 ÷ etcd3 Election", "v3 ÷ etcd-leader 0.0.1", "v3 ÷ etcd3 Election"]);
+  assert.deepEqual(rows[0], [
+    "metric", "v2 ÷ etcd-leader 0.0.1", "v2 ÷ etcd3 Election", "v3 ÷ etcd-leader 0.0.1", "v3 ÷ etcd3 Election",
+    "PostgreSQL ÷ advisory-lock", "Redis ÷ redlock", "Redis ÷ redis-leader",
+  ]);
   const graceful = rows.find((r) => r[0] === "graceful failover, median");
   const medianOf = (id: string) => median(of(results.graceful, id)!.failoverMs);
   assert.deepEqual(graceful, [
     "graceful failover, median",
-    ...[["ours-v2", "original"], ["ours-v2", "etcd3-election"], ["ours-v3", "original"], ["ours-v3", "etcd3-election"]].map(
+    ...[
+      ["ours-v2", "original"], ["ours-v2", "etcd3-election"], ["ours-v3", "original"], ["ours-v3", "etcd3-election"],
+      ["ours-postgres", "advisory-lock"], ["ours-redis", "redlock"], ["ours-redis", "redis-leader"],
+    ].map(
       ([ours, peer]) => `${(medianOf(ours!) / medianOf(peer!)).toFixed(2)}×`,
     ),
   ]);
