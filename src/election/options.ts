@@ -1,5 +1,6 @@
 // Defaults and validation for everything a user can tune, in one place. Every
 // time is in milliseconds except the TTL, which etcd itself counts in seconds.
+import { MAX_TIMER_MS } from "../util/clock";
 
 /** Tuning for one election. Every field is optional; the defaults follow the TTL. */
 export interface ElectionOptions {
@@ -66,13 +67,9 @@ const OPTION_NAMES: ReadonlySet<string> = new Set(
   } satisfies Record<keyof ElectionOptions, true>),
 );
 
-/**
- * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
- * longer one fires after 1 ms instead. Every duration here ends up in a timer
- * (the TTL itself bounds a v2 create), so none may be longer. etcd's own limit
- * on a lease, 9,000,000,000 s, is far above it.
- */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+// Every duration here ends up in a timer (the TTL itself bounds a v2
+// create), so none may be longer than MAX_TIMER_MS, the longest a Node.js
+// timer holds. etcd's own limit on a lease, 9,000,000,000 s, is far above it.
 
 /** The longest TTL whose milliseconds fit a timer: 2,147,483 s. */
 const MAX_TTL_SECONDS = Math.floor(MAX_TIMER_MS / 1000);

@@ -5,6 +5,12 @@
 // renewals and scopes use goes through a Clock, so that a simulated world can
 // run them in virtual time; the system clock is the real one, at no cost.
 
+/**
+ * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
+ * longer one fires after 1 ms instead, so a longer wait goes in steps of it.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export interface Clock {
   /** Milliseconds on a monotonic clock. */
   now(): number;

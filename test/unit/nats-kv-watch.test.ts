@@ -4,7 +4,8 @@
 // say of the values written before an entry.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { KeyWatch, MAX_TIMER_MS } from "../../src/stores/nats-kv/watch";
+import { KeyWatch } from "../../src/stores/nats-kv/watch";
+import { MAX_TIMER_MS } from "../../src/util/clock";
 import type { KeyState } from "../../src/stores/nats-kv/key-state";
 import { FakeClock, settle } from "../kit/fake-clock";
 import { NatsKvStore } from "../sim/stores/nats-kv";

@@ -5,7 +5,7 @@
 // set. The TTL checks run again for a win on a bucket that was deleted and
 // made again with another TTL (recipe.ts).
 import type { NatsTiming } from "./recipe";
-import { MAX_TIMER_MS } from "./watch";
+import { MAX_TIMER_MS } from "../../util/clock";
 import { resolveOptions, type ElectionOptions, type ResolvedOptions } from "../../election/options";
 
 /** Timing for a member on a bucket: as for etcd, with defaults that follow the bucket's TTL. `ttl` may be left out. */

@@ -9,15 +9,9 @@
 // beside Go members counts its wait from there (go-members.ts).
 import { untilAborted } from "../../util/abort";
 import type { Clock } from "../../util/clock";
+import { DeadlineQueue } from "../../util/deadline-queue";
 import type { KeyState } from "./key-state";
 import type { KvWatch, KvWatchListener, NatsKvPort } from "./port";
-
-/**
- * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
- * longer one fires after 1 ms instead. An observer on a bucket whose max age
- * is longer waits in steps of this.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How many of the latest entries valueWrittenBefore() can answer for: a won write is looked up within milliseconds. */
 const REMEMBERED_ENTRIES = 32;
@@ -28,11 +22,9 @@ export interface EntryPeeker {
 }
 
 export class KeyWatch implements KvWatchListener {
-  private readonly queue: KeyState[] = [];
+  /** The entries delivered and not taken yet; it ends when the watch ends by itself (the connection closed, the consumer went). */
+  private readonly arrivals: DeadlineQueue<KeyState>;
   private peeker: EntryPeeker | undefined;
-  /** Why the watch ended by itself (the connection closed, the consumer went). */
-  private ended: Error | undefined;
-  private wake: (() => void) | undefined;
   private closed = false;
   /**
    * When (on the clock) the newest value entry delivered so far was written
@@ -48,6 +40,7 @@ export class KeyWatch implements KvWatchListener {
     private readonly entries: KvWatch,
     private readonly clock: Clock,
   ) {
+    this.arrivals = new DeadlineQueue(clock);
     this.valueWrittenBy = clock.now();
     entries.listen(this);
   }
@@ -69,28 +62,8 @@ export class KeyWatch implements KvWatchListener {
    * The next entry, or undefined once `dueAt` (a time on the clock) has
    * passed first. Throws if the watch ended, or with the signal's reason.
    */
-  async next(dueAt: number, signal: AbortSignal): Promise<KeyState | undefined> {
-    for (;;) {
-      const entry = this.queue.shift();
-      if (entry) return entry;
-      if (this.ended) throw this.ended;
-      signal.throwIfAborted();
-      const wait = dueAt - this.clock.now();
-      if (wait <= 0) return undefined;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          if (timer !== undefined) this.clock.clearTimeout(timer);
-          signal.removeEventListener("abort", done);
-          this.wake = undefined;
-          resolve();
-        };
-        // A longer wait (a bucket whose max age is weeks) in steps a timer can
-        // hold: the loop looks again.
-        const timer = wait === Infinity ? undefined : this.clock.setTimeout(done, Math.min(wait, MAX_TIMER_MS));
-        signal.addEventListener("abort", done, { once: true });
-        this.wake = done;
-      });
-    }
+  next(dueAt: number, signal: AbortSignal): Promise<KeyState | undefined> {
+    return this.arrivals.next(dueAt, signal);
   }
 
   /**
@@ -98,8 +71,8 @@ export class KeyWatch implements KvWatchListener {
    * revision `atLeast` or later; undefined (and nothing kept) if not.
    */
   newest(atLeast: number): KeyState | undefined {
-    const newest = this.queue.at(-1);
-    this.queue.length = 0;
+    const newest = this.arrivals.items.at(-1);
+    this.arrivals.items.length = 0;
     return newest && newest.revision >= atLeast ? newest : undefined;
   }
 
@@ -127,7 +100,7 @@ export class KeyWatch implements KvWatchListener {
     if (seen) return seen.valueBefore;
     // Entries come in order: one past `revision` means it will not come (or is forgotten).
     const passed = (this.recent.at(-1)?.revision ?? 0) > revision;
-    return passed || this.ended || this.closed ? "unknown" : "pending";
+    return passed || this.arrivals.ended || this.closed ? "unknown" : "pending";
   }
 
   close(): void {
@@ -141,14 +114,13 @@ export class KeyWatch implements KvWatchListener {
     this.recent.push({ revision, valueBefore: this.valueWrittenBy });
     if (this.recent.length > REMEMBERED_ENTRIES) this.recent.shift();
     if (name !== undefined) this.valueWrittenBy = state.seenAt;
-    this.queue.push(state);
+    // A waiter wakes on a later microtask, after the peeker has seen the entry.
+    this.arrivals.push(state);
     this.peeker?.peeked(state);
-    this.wake?.();
   }
 
   /** The watch ended by itself (the port calls this): a wait throws `error` from now on. */
   onEnd(error: Error): void {
-    this.ended = error;
-    this.wake?.();
+    this.arrivals.end(error);
   }
 }

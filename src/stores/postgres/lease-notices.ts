@@ -9,25 +9,20 @@
 // arrives, and every wait ends at its deadline.
 import { untilAborted } from "../../util/abort";
 import type { Clock } from "../../util/clock";
+import { DeadlineQueue } from "../../util/deadline-queue";
 import type { LeaseListener, LeaseListening, LeaseNotice, PostgresPort } from "./port";
-
-/**
- * The longest delay a Node.js timer holds (2^31 - 1 ms, about 24.8 days); a
- * longer one fires after 1 ms instead, so longer waits go in steps of it.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** A notice, with when (on the member's clock) it arrived: the transaction that sent it committed before then. */
 export type SeenNotice = LeaseNotice & { readonly seenAt: number };
 
 export class LeaseNotices implements LeaseListener {
-  private readonly queue: SeenNotice[] = [];
-  /** Why the listening ended by itself (the connection was lost). */
-  private ended: Error | undefined;
-  private wake: (() => void) | undefined;
+  /** The notices that arrived and were not taken yet; it ends when the listening ends by itself (the connection was lost). */
+  private readonly arrivals: DeadlineQueue<SeenNotice>;
   private listening: LeaseListening | undefined;
 
-  private constructor(private readonly clock: Clock) {}
+  private constructor(private readonly clock: Clock) {
+    this.arrivals = new DeadlineQueue(clock);
+  }
 
   /**
    * Listens for the notices of `key` (none if `listen` is false); resolves
@@ -53,31 +48,13 @@ export class LeaseNotices implements LeaseListener {
    * The next notice, or undefined once `dueAt` (a time on the clock) has
    * passed first. Throws if the listening ended, or with the signal's reason.
    */
-  async next(dueAt: number, signal: AbortSignal): Promise<SeenNotice | undefined> {
-    for (;;) {
-      const notice = this.queue.shift();
-      if (notice) return notice;
-      if (this.ended) throw this.ended;
-      signal.throwIfAborted();
-      const wait = dueAt - this.clock.now();
-      if (wait <= 0) return undefined;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          if (timer !== undefined) this.clock.clearTimeout(timer);
-          signal.removeEventListener("abort", done);
-          this.wake = undefined;
-          resolve();
-        };
-        const timer = wait === Infinity ? undefined : this.clock.setTimeout(done, Math.min(wait, MAX_TIMER_MS));
-        signal.addEventListener("abort", done, { once: true });
-        this.wake = done;
-      });
-    }
+  next(dueAt: number, signal: AbortSignal): Promise<SeenNotice | undefined> {
+    return this.arrivals.next(dueAt, signal);
   }
 
   /** Whether a notice queued (not yet taken by next()) says that a member took the row with a token above `token`. */
   acquiredAfter(token: number): boolean {
-    return this.queue.some((notice) => notice.kind === "acquired" && notice.token > token);
+    return this.arrivals.items.some((notice) => notice.kind === "acquired" && notice.token > token);
   }
 
   /** Checks that the listening connection still answers (a follower does, when a notice it should have had never came). */
@@ -91,12 +68,10 @@ export class LeaseNotices implements LeaseListener {
   }
 
   onNotice(notice: LeaseNotice): void {
-    this.queue.push({ ...notice, seenAt: this.clock.now() });
-    this.wake?.();
+    this.arrivals.push({ ...notice, seenAt: this.clock.now() });
   }
 
   onEnd(error: Error): void {
-    this.ended = error;
-    this.wake?.();
+    this.arrivals.end(error);
   }
 }

@@ -12,14 +12,9 @@
 //   expiry or an outside DEL ("gone"), a renewal's PEXPIRE ("renewed").
 import { untilAborted } from "../../util/abort";
 import type { Clock } from "../../util/clock";
+import { DeadlineQueue } from "../../util/deadline-queue";
 import { parseAnnouncement } from "./scripts";
 import type { ElectionKeys, RedisMessageListener, RedisPort, RedisSubscription } from "./port";
-
-/**
- * The longest delay a Node.js timer holds (2^31 - 1 ms); a longer wait (a key
- * with no expiry) goes in steps of this.
- */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** One thing heard about the key, stamped on the member's clock when it arrived. */
 export type KeyEvent = { readonly seenAt: number } & (
@@ -32,9 +27,8 @@ export type KeyEvent = { readonly seenAt: number } & (
 );
 
 export class KeyEvents implements RedisMessageListener {
-  private readonly queue: KeyEvent[] = [];
-  private ended: Error | undefined;
-  private wake: (() => void) | undefined;
+  /** What was heard and not taken yet; it ends when the subscription ends by itself. */
+  private readonly arrivals: DeadlineQueue<KeyEvent>;
   private subscription: RedisSubscription | undefined;
   private closed = false;
 
@@ -42,7 +36,9 @@ export class KeyEvents implements RedisMessageListener {
     private readonly keys: ElectionKeys,
     private readonly keyspaceChannel: string | undefined,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.arrivals = new DeadlineQueue(clock);
+  }
 
   /**
    * Subscribes to the election's channel (and the key's keyspace channel, if
@@ -70,32 +66,14 @@ export class KeyEvents implements RedisMessageListener {
   }
 
   /** The next event, or undefined once `dueAt` (a time on the clock) has passed first. Throws if the subscription ended, or with the signal's reason. */
-  async next(dueAt: number, signal: AbortSignal): Promise<KeyEvent | undefined> {
-    for (;;) {
-      const event = this.queue.shift();
-      if (event) return event;
-      if (this.ended) throw this.ended;
-      signal.throwIfAborted();
-      const wait = dueAt - this.clock.now();
-      if (wait <= 0) return undefined;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          if (timer !== undefined) this.clock.clearTimeout(timer);
-          signal.removeEventListener("abort", done);
-          this.wake = undefined;
-          resolve();
-        };
-        const timer = wait === Infinity ? undefined : this.clock.setTimeout(done, Math.min(wait, MAX_TIMER_MS));
-        signal.addEventListener("abort", done, { once: true });
-        this.wake = done;
-      });
-    }
+  next(dueAt: number, signal: AbortSignal): Promise<KeyEvent | undefined> {
+    return this.arrivals.next(dueAt, signal);
   }
 
   /** Takes every event queued so far and gives the newest acquire among them with a token above `above`, if any. */
   newestAcquire(above: number): (KeyEvent & { kind: "acquired" }) | undefined {
     let newest: (KeyEvent & { kind: "acquired" }) | undefined;
-    for (const event of this.queue.splice(0)) {
+    for (const event of this.arrivals.items.splice(0)) {
       if (event.kind === "acquired" && event.token > (newest?.token ?? above)) newest = event;
     }
     return newest;
@@ -122,14 +100,10 @@ export class KeyEvents implements RedisMessageListener {
       if (message === "expired" || message === "del" || message === "evicted") event = { kind: "gone", seenAt };
       else if (message === "expire" || message === "pexpire") event = { kind: "renewed", seenAt };
     }
-    if (!event) return;
-    this.queue.push(event);
-    this.wake?.();
+    if (event) this.arrivals.push(event);
   }
 
   onEnd(error: Error): void {
-    if (this.closed) return;
-    this.ended = error;
-    this.wake?.();
+    if (!this.closed) this.arrivals.end(error);
   }
 }
