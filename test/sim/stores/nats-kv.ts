@@ -38,6 +38,7 @@ import type { Link } from "../network";
 import { patch } from "../mutations";
 import type { FaultContext, Mutation, SimStore, StoreFactory, StoreFault } from "../store";
 import type { Random, Scheduler, SimProcess } from "../world";
+import { FrozenWork } from "./frozen-work";
 import { MembershipLog } from "./membership-log";
 
 /** What an entry of the stream is: a value, or the marker a delete or a purge leaves. */
@@ -163,8 +164,8 @@ export class NatsKvStore implements NatsKvPort {
   private readonly directWatches = new Set<DirectWatch>();
   private readonly scheduler: Scheduler | undefined;
   private readonly clock: () => number;
-  /** While the server is paused (SIGSTOP): what it will do when it resumes, in order. */
-  private pausedWork: Array<() => void> | undefined;
+  /** While the server is paused (SIGSTOP), what it is asked to do waits here. */
+  private readonly frozen = new FrozenWork();
 
   constructor(private readonly options: NatsKvStoreOptions = {}) {
     this.bucketName = options.bucket ?? "elections";
@@ -297,18 +298,16 @@ export class NatsKvStore implements NatsKvPort {
 
   /** The server freezes (SIGSTOP): nothing is applied, nothing ages out, until resume(). */
   pause(): void {
-    this.pausedWork ??= [];
+    this.frozen.freeze();
   }
 
   /** The server runs again: what came meanwhile is applied, in order, and what aged out goes. */
   resume(): void {
-    const work = this.pausedWork;
-    this.pausedWork = undefined;
-    for (const run of work ?? []) run();
+    this.frozen.thaw();
   }
 
   get paused(): boolean {
-    return this.pausedWork !== undefined;
+    return this.frozen.frozen;
   }
 
   /**
@@ -316,17 +315,7 @@ export class NatsKvStore implements NatsKvPort {
    * paused (the answer is then a promise settled with it).
    */
   serve<T>(operation: () => T): T | Promise<T> {
-    const work = this.pausedWork;
-    if (!work) return operation();
-    return new Promise<T>((resolve, reject) => {
-      work.push(() => {
-        try {
-          resolve(operation());
-        } catch (err) {
-          reject(err);
-        }
-      });
-    });
+    return this.frozen.serve(operation);
   }
 
   // The port, with no network between: what the unit tests of the recipe's pieces and the facts cases use.

@@ -42,6 +42,7 @@ import { patch } from "../mutations";
 import type { Link } from "../network";
 import type { FaultContext, Mutation, SimStore, StoreFactory, StoreFault } from "../store";
 import type { Random, Scheduler, SimProcess } from "../world";
+import { FrozenWork } from "./frozen-work";
 import { MembershipLog } from "./membership-log";
 
 /** A lease row as the server holds it. */
@@ -112,8 +113,8 @@ export class PostgresServer {
   private readonly rows = new Map<string, Row>();
   private readonly sessions = new Set<ServerSession>();
   private readonly known = new Map<string, Execute>();
-  /** While the server is paused (SIGSTOP): what it will run when it resumes, in order. */
-  private pausedWork: Array<() => void> | undefined;
+  /** While the server is paused (SIGSTOP), what it is asked to do waits here. */
+  private readonly frozen = new FrozenWork();
 
   constructor(private readonly options: PostgresServerOptions) {
     this.table = options.table ?? parseTableName(undefined);
@@ -202,32 +203,20 @@ export class PostgresServer {
 
   /** The server freezes (SIGSTOP): no statement runs until resume(); the wall clock goes on. */
   pause(): void {
-    this.pausedWork ??= [];
+    this.frozen.freeze();
   }
 
   resume(): void {
-    const work = this.pausedWork;
-    this.pausedWork = undefined;
-    for (const run of work ?? []) run();
+    this.frozen.thaw();
   }
 
   get paused(): boolean {
-    return this.pausedWork !== undefined;
+    return this.frozen.frozen;
   }
 
   /** Runs `operation` now, or once the server resumes if it is paused (the answer is then a promise settled with it). */
   serve<T>(operation: () => T): T | Promise<T> {
-    const work = this.pausedWork;
-    if (!work) return operation();
-    return new Promise<T>((resolve, reject) => {
-      work.push(() => {
-        try {
-          resolve(operation());
-        } catch (err) {
-          reject(err);
-        }
-      });
-    });
+    return this.frozen.serve(operation);
   }
 
   /** The channel an election's notices go on, as the trigger computes it (and the adapter, in JavaScript). */
