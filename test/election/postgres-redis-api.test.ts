@@ -82,7 +82,8 @@ for (const store of STORES) {
       const b = await store.member(key, "b");
       closers.push(() => a.leave(), () => b.leave());
       try {
-        const changes = b.leaderChanges();
+        // Bounded: a member that never names the leader fails the case instead of hanging it.
+        const changes = b.leaderChanges({ signal: AbortSignal.timeout(BOUND_MS) });
         const token = await a.whenElected({ signal: AbortSignal.timeout(BOUND_MS) });
         assert.equal(a.fencingToken(), token);
         const routine = a.whileLeading(async (term) => term.token);
