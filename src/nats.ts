@@ -102,7 +102,7 @@ export namespace natsLeader {
    * Who is in line: on NATS KV the leader alone (`scope: "leader"`), since a
    * member that does not lead holds nothing in the bucket.
    */
-  export function candidates(
+  export async function candidates(
     bucket: NatsKvBucket,
     key: string,
     options: { requestTimeout?: number; signal?: AbortSignal } = {},

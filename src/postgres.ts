@@ -102,7 +102,7 @@ export namespace postgresLeader {
    * Who is in line: on PostgreSQL the leader alone (`scope: "leader"`), since
    * a member that does not lead holds nothing in the table.
    */
-  export function candidates(pool: PostgresClient, key: string, options: PostgresReadOptions = {}): Promise<Candidates> {
+  export async function candidates(pool: PostgresClient, key: string, options: PostgresReadOptions = {}): Promise<Candidates> {
     const { backend, timeoutMs, signal } = reader(pool, key, options, "candidates()");
     return readCandidates(backend, timeoutMs, signal);
   }

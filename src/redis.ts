@@ -93,7 +93,7 @@ export namespace redisLeader {
   }
 
   /** Who is in line: on Redis the leader alone (`scope: "leader"`), since a member that does not lead holds nothing in Redis. */
-  export function candidates(redis: RedisClient, key: string, options: RedisReadOptions = {}): Promise<Candidates> {
+  export async function candidates(redis: RedisClient, key: string, options: RedisReadOptions = {}): Promise<Candidates> {
     const backend = backendFor(redis, key, "observer", 1_000, false, requestTimeout(options));
     return readCandidates(backend, requestTimeout(options), checkSignal(options.signal, "candidates()"));
   }

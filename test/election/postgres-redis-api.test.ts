@@ -25,6 +25,8 @@ interface Store {
   readonly label: string;
   /** A member on a client of its own. */
   member(key: string, name: string): Promise<Election>;
+  /** The entry's one-shot reads, on a client of their own. */
+  reads(): { whoLeads: (key: string, options: object) => Promise<unknown>; candidates: (key: string, options: object) => Promise<unknown> };
   /** How the store names the election in diagnostics and health. */
   readonly described: RegExp;
 }
@@ -53,6 +55,11 @@ const STORES: readonly Store[] = [
       closers.push(() => pool.end().catch(() => undefined));
       return postgresLeader(pool, key, name, { ttl: 2 });
     },
+    reads() {
+      const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+      closers.push(() => pool.end().catch(() => undefined));
+      return { whoLeads: (key, options) => postgresLeader.whoLeads(pool, key, options), candidates: (key, options) => postgresLeader.candidates(pool, key, options) };
+    },
   },
   {
     label: "Redis",
@@ -62,6 +69,11 @@ const STORES: readonly Store[] = [
       client.on("error", () => undefined);
       closers.push(() => client.disconnect());
       return redisLeader(client, key, name, { ttl: 2 });
+    },
+    reads() {
+      const client = new Redis(redis.url, { retryStrategy: () => 50 });
+      closers.push(() => client.disconnect());
+      return { whoLeads: (key, options) => redisLeader.whoLeads(client, key, options), candidates: (key, options) => redisLeader.candidates(client, key, options) };
     },
   },
 ];
@@ -119,6 +131,16 @@ for (const store of STORES) {
       } finally {
         unsubscribe(channels.state, onState);
         unsubscribe(channels.renewal, onRenewal);
+      }
+    });
+
+    it("the one-shot reads refuse a signal already aborted, and one that is no signal, at once", async () => {
+      const { whoLeads, candidates } = store.reads();
+      const reason = new Error("given up before it began");
+      for (const read of [whoLeads, candidates]) {
+        await assert.rejects(read("k", { signal: AbortSignal.abort(reason) }), (err: Error) => err.name === "AbortError" && err.cause === reason);
+        await assert.rejects(read("k", { signal: "soon" }), /signal must be an AbortSignal/);
+        await assert.rejects(read("k", { requestTimeout: 0 }), /requestTimeout must be a positive number/);
       }
     });
   });
