@@ -73,7 +73,12 @@ export async function connectPostgres(flags: PostgresFlags): Promise<Store> {
       try {
         return await postgresLeader(pool, key, name, { ...timing, ...(ttlSeconds !== undefined ? { ttl: ttlSeconds } : {}), table });
       } catch (err) {
-        throw refused(err);
+        // The table is read (or made) before the member exists: a failure there is the store's, not ours.
+        const refusal = refused(err);
+        if (refusal === err && !(err instanceof TypeError) && !(err instanceof RangeError)) {
+          throw new CliError(EXIT.unavailable, `cannot set up the table ${table} at ${where}: ${(err as Error).message}\n${flagsToCheck}`);
+        }
+        throw refusal;
       }
     },
     observe: (key) => {

@@ -1,5 +1,6 @@
 // The `etcd-leader/postgres` entry end to end, on a real PostgreSQL 15: the
-// table made on first use (or the statements shown to a user who may not),
+// table made on first use, once, by members made together (or the statements
+// shown to a user who may not),
 // members that hand over with growing tokens, the fenced write of
 // docs/postgres.md refused once a successor took over, a member without
 // LISTEN, and the checks of what a caller passes.
@@ -43,6 +44,18 @@ async function member(key: string, name: string, options: Parameters<typeof post
 }
 
 describe("etcd-leader/postgres", () => {
+  test("members made together on a database without the table all come up, and the table is made once", async () => {
+    // Each on a pool of its own, as in processes of their own: the table's
+    // making races (concurrent CREATE OR REPLACE FUNCTION fails one of two
+    // with "tuple concurrently updated" unless the makers take turns).
+    const made = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => postgresLeader(pool(), "made-together", `m${i}`, { ttl: 1, table: "made_together" })),
+    );
+    assert.equal(made.length, 8);
+    const { rows } = await admin.query("SELECT count(*)::int AS triggers FROM pg_trigger WHERE tgrelid = 'made_together'::regclass AND NOT tgisinternal");
+    assert.deepEqual(rows, [{ triggers: 1 }]);
+  });
+
   test("makes its table on first use; members hand over with growing tokens, and a fenced write under the old token is refused after the successor took over", async () => {
     const a = await member("fenced", "a");
     await waitFor("a to lead", 5_000, () => a.isLeader());

@@ -3,10 +3,19 @@
 // is created and no CREATE right is needed; if not, it is created with the
 // sequence of its tokens. A user without the right gets an error that shows
 // the statements to run.
+//
+// Members that start together on a new database would otherwise make it
+// together, and PostgreSQL fails one of two concurrent CREATE OR REPLACE
+// FUNCTIONs ("tuple concurrently updated") or CREATE TABLEs (a unique
+// violation in its catalog). So the statements run as one transaction that
+// first takes a transaction-scoped advisory lock named after the table: the
+// makers take turns, and the lock goes with the transaction (a pooler in
+// transaction mode keeps it right). It guards the making only; the election
+// itself never relies on a lock held by a session (docs/postgres.md).
 import { untilAborted } from "../../../util/abort";
 import type { TableName } from "../table-name";
 import type { PostgresClient } from "./client";
-import { createStatements, statementsFor } from "./statements";
+import { createStatements, sqlString, statementsFor } from "./statements";
 
 /** SQLSTATE insufficient_privilege. */
 const INSUFFICIENT_PRIVILEGE = "42501";
@@ -31,7 +40,8 @@ export async function ensureTable(client: PostgresClient, table: TableName, sign
     if (codeOf(err) !== UNDEFINED_TABLE) throw err;
   }
   try {
-    await run(createStatements(table));
+    // One simple query, so one transaction: the lock is held until the last statement has run.
+    await run(`SELECT pg_advisory_xact_lock(hashtext(${sqlString(`etcd-leader ${table.quoted}`)}));\n${createStatements(table)}`);
   } catch (err) {
     const code = codeOf(err);
     if (code === INSUFFICIENT_PRIVILEGE) throw noRight(table, err);

@@ -54,7 +54,7 @@ function functionName(table: TableName): string {
   return [...parts, name].map((part) => `"${part}"`).join(".");
 }
 
-function sqlString(text: string): string {
+export function sqlString(text: string): string {
   return `'${text.replace(/'/g, "''")}'`;
 }
 
