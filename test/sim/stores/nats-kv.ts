@@ -38,7 +38,7 @@ import type { Link } from "../network";
 import { patch } from "../mutations";
 import type { FaultContext, Mutation, SimStore, StoreFactory, StoreFault } from "../store";
 import type { Random, Scheduler, SimProcess } from "../world";
-import { FrozenWork } from "./frozen-work";
+import { FrozenWork, serverPausedFault } from "./frozen-work";
 import { MembershipLog } from "./membership-log";
 
 /** What an entry of the stream is: a value, or the marker a delete or a purge leaves. */
@@ -746,17 +746,7 @@ function natsKvWorld(scheduler: Scheduler, random: Random, { bucketRemade }: { b
       weight: 0.5,
       apply: (context) => fromOutside(context, "nats kv purge of the election key", () => store.purge(KEY)),
     },
-    {
-      kind: "server paused",
-      weight: 1,
-      apply: (context) => {
-        if (store.paused) return;
-        const ms = context.random.chance(0.7) ? context.random.between(10, 500) : context.random.between(500, 1.5 * TTL_MS);
-        context.note(`nats-server paused (SIGSTOP) for ${ms.toFixed(0)} ms`);
-        store.pause();
-        context.scheduler.at(context.scheduler.now + ms, () => store.resume());
-      },
-    },
+    serverPausedFault(store, "nats-server", TTL_MS),
     ...(bucketRemade ? [bucketRemadeFault] : []),
   ];
   return {

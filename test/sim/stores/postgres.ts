@@ -42,7 +42,7 @@ import { patch } from "../mutations";
 import type { Link } from "../network";
 import type { FaultContext, Mutation, SimStore, StoreFactory, StoreFault } from "../store";
 import type { Random, Scheduler, SimProcess } from "../world";
-import { FrozenWork } from "./frozen-work";
+import { FrozenWork, serverPausedFault } from "./frozen-work";
 import { MembershipLog } from "./membership-log";
 
 /** A lease row as the server holds it. */
@@ -598,17 +598,7 @@ export const simPostgres: StoreFactory = (scheduler: Scheduler, _random: Random)
       weight: 0.5,
       apply: (context) => fromOutside(context, "UPDATE of the row's expires_at to a second ago", () => server.expireRow(KEY)),
     },
-    {
-      kind: "server paused",
-      weight: 1,
-      apply: (context) => {
-        if (server.paused) return;
-        const ms = context.random.chance(0.7) ? context.random.between(10, 500) : context.random.between(500, 1.5 * TTL_MS);
-        context.note(`postgres paused (SIGSTOP) for ${ms.toFixed(0)} ms`);
-        server.pause();
-        context.scheduler.at(context.scheduler.now + ms, () => server.resume());
-      },
-    },
+    serverPausedFault(server, "postgres", TTL_MS),
   ];
   return {
     kind: "postgres",

@@ -30,6 +30,7 @@ import type { Link } from "../network";
 import { patch } from "../mutations";
 import type { Mutation, StoreFactory, StoreFault } from "../store";
 import type { Random, Scheduler, SimProcess } from "../world";
+import { serverPausedFault } from "./frozen-work";
 import { MembershipLog } from "./membership-log";
 
 /**
@@ -409,17 +410,7 @@ export const simRedis: StoreFactory = (scheduler, random) => {
         store.del(keys.key);
       },
     },
-    {
-      kind: "server paused",
-      weight: 1,
-      apply: (context) => {
-        if (store.paused) return;
-        const ms = context.random.chance(0.7) ? context.random.between(10, 500) : context.random.between(500, 1.5 * TTL_MS);
-        context.note(`redis-server paused (SIGSTOP) for ${ms.toFixed(0)} ms`);
-        store.pause();
-        context.scheduler.at(context.scheduler.now + ms, () => store.resume());
-      },
-    },
+    serverPausedFault(store, "redis-server", TTL_MS),
   ];
   return {
     kind: "redis",
