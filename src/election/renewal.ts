@@ -131,6 +131,10 @@ export class Renewal<M extends Membership> {
   /** One renewal, cut short when `signal` aborts; reports its outcome to the listener and rethrows failures. */
   private async attempt(signal?: AbortSignal): Promise<number> {
     const calledAt = this.clock.now();
+    // Two renewals can be on their way at once (a scheduled one and
+    // renewNow's), and the one sent later may be answered first: this one's
+    // answer is judged against what was confirmed when it was asked for.
+    const confirmedBefore = this.confirmedSentAt;
     let sentAt = calledAt;
     const request = signal ? new ChildAbortController(signal) : new AbortController();
     const requestSignal = request.signal;
@@ -143,7 +147,7 @@ export class Renewal<M extends Membership> {
       renewing = callBackend(() => this.backend.renew(this.membership, requestSignal));
       // A shared renewal (an etcd v3 session's keep-alive) may have been sent
       // before this call: the deadline counts from that send, never later.
-      const answered = renewalSentAt(await untilAborted("renew", renewing, requestSignal), calledAt, this.clock.now(), this.confirmedSentAt);
+      const answered = renewalSentAt(await untilAborted("renew", renewing, requestSignal), calledAt, this.clock.now(), confirmedBefore);
       if ("problem" in answered) throw new InvalidClaimError(this.backend.description ?? "custom backend", answered.field, answered.problem, "renewal");
       sentAt = answered.sentAt;
     } catch (failure) {
