@@ -126,8 +126,22 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
    * over without waiting for the TTL.
    */
   stop(): this {
+    this.halt()?.();
+    return this;
+  }
+
+  /**
+   * stop() in two halves, for a caller that stops many members at once and
+   * must act in between (an etcd session sends its one revoke there, before
+   * ten thousand runs are unwound): this half ends the term (`unelected`),
+   * so that nothing of this member leads once it returns, and starts the
+   * drain if there is one; it returns the other half (the membership's
+   * release and the run's end) when that is still to do. Nothing this member
+   * reports in between is news: lead() and follow() check the run is current.
+   */
+  protected halt(): (() => void) | undefined {
     const controller = this.runController;
-    if (!controller) return this;
+    if (!controller) return undefined;
     this.runController = undefined;
     this.detachStartSignal?.();
     this.detachStartSignal = undefined;
@@ -144,6 +158,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     const leave = this.leaveOnStop;
     this.leaveOnStop = undefined;
     const routines = [...this.routines];
+    let rest: (() => void) | undefined;
     if (wasLeading && routines.length > 0 && this.options.drainTimeout > 0 && this.campaign?.holdForDrain()) {
       // The drain: the routines' signals have aborted (the step-down above);
       // the membership, first in line, stays held and renewed until they have
@@ -156,13 +171,15 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
         if (this.draining === drained) this.draining = undefined;
       });
     } else {
-      leave?.();
-      controller.abort(stopped);
+      rest = () => {
+        leave?.();
+        controller.abort(stopped);
+      };
     }
     this.leaderName = undefined;
     this.leaders.publish(undefined);
     this.reportState();
-    return this;
+    return rest;
   }
 
   /**
@@ -398,8 +415,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
 
   private follow(leader: Leader | undefined): void {
     // `leader` is for members that do not lead: a backend that still reports
-    // one to a leader (a resynchronising phase, say) tells it nothing new.
-    if (this.isLeader()) return;
+    // one to a leader (a resynchronising phase, say) tells it nothing new;
+    // nor does one to a member halfway through stopping (halt()).
+    if (this.isLeader() || !this.runController) return;
     const problem = leaderProblem(leader);
     if (problem) {
       this.report("wait", new TypeError(`${this.store} reported a leader that ${problem}; it is ignored`), 1);

@@ -24,7 +24,7 @@
 // the first join grants a new lease (new keys, new fencing tokens).
 import { MembershipLostError } from "../../../contract/errors";
 import { deadline, untilAborted } from "../../../util/abort";
-import type { Clock } from "../../../util/clock";
+import { later, type Clock } from "../../../util/clock";
 import { log } from "../../../util/log";
 import type { LeaseForKey } from "../member-lease";
 import { leaseHex } from "../member-keys";
@@ -155,17 +155,19 @@ export class LeaseSession {
    * join is taken any more; the members step down there, and leaving they
    * wait for the revoke instead of deleting their keys one by one), and the
    * revoke waits for what it returns (the leaders' drains), the lease kept
-   * alive meanwhile. Resolves when etcd answered, or the request timed out
-   * (the keys then expire with the lease). Never rejects.
+   * alive meanwhile. `afterRevokeSent` runs a turn of the event loop after
+   * the revoke was handed to the client (at once if no lease is held): what
+   * can wait until the revoke is on its way. Resolves when etcd answered, or
+   * the request timed out (the keys then expire with the lease). Never rejects.
    */
-  close(beforeRevoke: () => void | Promise<void> = () => undefined): Promise<void> {
+  close(beforeRevoke: () => void | Promise<void> = () => undefined, afterRevokeSent: () => void = () => undefined): Promise<void> {
     if (this.revoking) return this.revoking;
     this.closed = true;
     // Set before beforeRevoke runs: members leaving there wait for it (`closing`).
     let go!: (before: void | Promise<void>) => void;
     this.revoking = new Promise<void | Promise<void>>((resolve) => (go = resolve))
       .catch((err: unknown) => log.v3("closing the session: %s", (err as Error).message))
-      .then(() => this.revoke());
+      .then(() => this.revoke(afterRevokeSent));
     try {
       go(beforeRevoke());
     } catch (err) {
@@ -179,16 +181,21 @@ export class LeaseSession {
     return this.revoking;
   }
 
-  private async revoke(): Promise<void> {
+  /** Revokes the lease held, if any; `sent` runs a turn of the event loop after the request was made (or at once if there is none). */
+  private async revoke(sent: () => void): Promise<void> {
     this.revoked = true;
     const granting = this.granting;
     if (granting) await granting.catch(() => undefined);
     const held = this.held;
     this.held = undefined;
-    if (!held) return;
+    if (!held) return sent();
     const bound = deadline(this.timing.requestTimeout, this.clock);
     try {
-      await this.port.revokeLease(held.granted.id, bound.signal);
+      const revoking = this.port.revokeLease(held.granted.id, bound.signal);
+      // The client writes the request after this turn: what `sent` does
+      // (unwinding every election on the session) must not hold it back.
+      later(this.clock, sent);
+      await revoking;
       log.v3("session closed: revoked lease %s", leaseHex(held.granted.id));
     } catch (err) {
       log.v3("session closed, but the revoke of lease %s failed (%s): its keys expire with it", leaseHex(held.granted.id), (err as Error).message);
@@ -258,8 +265,10 @@ export class LeaseSession {
       this.leaseNotFound(leaseId);
       throw lost(leaseId);
     }
+    // A keep-alive sent later (acquire()'s) may have been confirmed first:
+    // the lease lives from the newest confirmed send, whichever answered last.
     held.confirmedSentAt = Math.max(held.confirmedSentAt, sentAt);
-    return sentAt;
+    return held.confirmedSentAt;
   }
 }
 
