@@ -123,8 +123,10 @@ describe("the v3 port on an etcd3 client", () => {
     assert.deepEqual([first.watch, first.kv.key, first.kv.modRevision], ["line", "/e/1", 12]);
     assert.equal(watches.anyQueued((e) => e.type === "delete" && e.kv.key === "/e/3"), true);
     watches.add("line", { key: "/e/3" }, 12);
-    assert.deepEqual(stream.cancels(), ["7"]);
     assert.equal(watches.anyQueued((e) => e.watch === "line"), false, "the replaced watch's events are gone");
+    assert.deepEqual(stream.cancels(), [], "a cancel is written after the turn it was asked for in");
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(stream.cancels(), ["7"]);
     const put = await watches.next();
     assert.ok(put.type === "put");
     assert.deepEqual([put.watch, put.kv.key, put.kv.value, put.kv.createRevision], ["leader", "/e/9", "z", 13]);
@@ -205,12 +207,32 @@ describe("the v3 port on an etcd3 client", () => {
     next.add("ours", { key: "/e/2" }, 5);
     assert.deepEqual(streams[0]!.cancels(), []);
     await new Promise((resolve) => process.nextTick(resolve));
-    assert.deepEqual(streams[0]!.cancels(), ["1"]);
     await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(streams[0]!.cancels(), ["1"]);
     assert.equal(streams[0]!.ended, false, "the stream still carries a watch");
     next.close();
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(streams[0]!.ended, true, "no watch left: the stream is closed");
+  });
+
+  it("cancels of every watch asked for in one turn close the stream instead of being written", async () => {
+    const { client: fake, streams } = client({});
+    const port = new Etcd3Port(fake);
+    const sets = [1, 2, 3].map((i) => {
+      const set = port.watches<"ours">(AbortSignal.timeout(5_000));
+      set.add("ours", { key: `/e/${i}` }, 5);
+      return set;
+    });
+    await untilOpen(streams);
+    streams[0]!.answerCreates(1);
+    sets[0]!.close();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(streams[0]!.cancels(), ["1"], "with watches left, the cancel is written");
+    sets[1]!.close();
+    sets[2]!.close();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(streams[0]!.cancels(), ["1"], "the last two cancels were not written");
+    assert.equal(streams[0]!.ended, true, "the stream was closed instead");
   });
 
   it("answers a keep-alive with the TTL left, and etcd's lease-not-found as a LeaseNotFoundError whose cause is etcd's answer", async () => {
