@@ -29,7 +29,7 @@ export class NatsAdmin {
     // Through a server restart the connection must come back by itself (to another server of a cluster).
     const connection = await connect({ servers, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
     try {
-      const kv = await new Kvm(connection).create(FAULTS_BUCKET, { ttl: ttlMs, history: 1, replicas });
+      const kv = await createBucket(connection, ttlMs, replicas);
       return new NatsAdmin(connection, await jetstreamManager(connection), kv, ttlMs, replicas);
     } catch (err) {
       await connection.close();
@@ -64,10 +64,30 @@ export class NatsAdmin {
 
   /** Makes the bucket again, empty, with the same TTL. */
   async createBucket(): Promise<void> {
-    this.kv = await new Kvm(this.connection).create(FAULTS_BUCKET, { ttl: this.ttlMs, history: 1, replicas: this.replicas });
+    this.kv = await createBucket(this.connection, this.ttlMs, this.replicas);
   }
 
   async close(): Promise<void> {
     await this.connection.close().catch(() => undefined);
+  }
+}
+
+/** How many times the bucket's creation is asked for when JetStream does not answer. */
+const CREATE_ATTEMPTS = 3;
+
+/**
+ * Makes the bucket (or finds it, made alike). A cluster just formed has a
+ * meta leader before its peers all follow it, and a stream's creation asked
+ * for then can go unanswered for the client's whole JetStream timeout; asked
+ * again, it is answered. A creation that did happen is found the second time:
+ * JetStream's create is idempotent for the same settings.
+ */
+async function createBucket(connection: NatsConnection, ttlMs: number, replicas: number): Promise<KV> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await new Kvm(connection).create(FAULTS_BUCKET, { ttl: ttlMs, history: 1, replicas });
+    } catch (err) {
+      if ((err as Error).name !== "TimeoutError" || attempt >= CREATE_ATTEMPTS) throw err;
+    }
   }
 }
