@@ -18,7 +18,7 @@ import { Backoff } from "../util/backoff";
 import type { Clock } from "../util/clock";
 import { log } from "../util/log";
 import type { ResolvedOptions } from "./options";
-import { Renewal } from "./renewal";
+import { renewalFor, type MembershipRenewal } from "./renewal";
 import type { CampaignActivity } from "./state";
 import type { StoreCalls } from "./store-calls";
 
@@ -60,7 +60,7 @@ export class Campaign<M extends Membership> {
   private leading: ChildAbortController | undefined;
   /** Held for stop()'s drain (holdForDrain). */
   private holding = false;
-  private renewal: Renewal<M> | undefined;
+  private renewal: MembershipRenewal | undefined;
   private membershipLost: unknown;
   /** The deletion stop() started, if it did. */
   private departure: Promise<void> | undefined;
@@ -235,7 +235,7 @@ export class Campaign<M extends Membership> {
     const { host, signal } = this;
     this.claim = held;
     host.held();
-    this.renewal = new Renewal(this.backend, held.membership, this.options, this.clock, {
+    this.renewal = renewalFor(this.backend, held.membership, this.options, this.clock, {
       renewed: (at) => {
         if (!signal.aborted) host.renewed(held.membership, at);
       },
@@ -274,7 +274,7 @@ export class Campaign<M extends Membership> {
    * renewing first would add a store write to every failover. An older one,
    * or none, means renewing now.
    */
-  private async provenAlive(renewal: Renewal<M>, signal: AbortSignal): Promise<number> {
+  private async provenAlive(renewal: MembershipRenewal, signal: AbortSignal): Promise<number> {
     const last = renewal.lastConfirmedSentAt;
     if (this.clock.now() - last < this.options.refreshInterval) return last;
     return renewal.renewNow(signal);

@@ -22,7 +22,44 @@ export interface RenewalListener {
   lost(error: unknown): void;
 }
 
-export class Renewal<M extends Membership> {
+/** What a run holds to keep its membership alive (campaign.ts): a Renewal of its own, or one a backend makes. */
+export interface MembershipRenewal {
+  /** Renews from now on; `lastSentAt` is when the write that created the membership was sent. */
+  start(lastSentAt: number): void;
+  /** When the newest renewal (or the join) that the store confirmed was sent. */
+  readonly lastConfirmedSentAt: number;
+  /** Renews at once; resolves with the send time once confirmed. Rejects on failure or when `signal` aborts. */
+  renewNow(signal: AbortSignal): Promise<number>;
+  stop(): void;
+}
+
+/**
+ * Where a backend whose memberships are renewed together (an etcd v3
+ * session's, all on one lease) makes each membership's renewal itself,
+ * instead of a timer and a request per membership.
+ */
+export const RENEWED_TOGETHER = Symbol("renewed together");
+
+export interface RenewedTogether<M extends Membership> {
+  /** The renewal of `membership`, or undefined if this one renews alone. */
+  [RENEWED_TOGETHER](membership: M, listener: RenewalListener): MembershipRenewal | undefined;
+}
+
+/** The renewal a run holds for `membership`: the backend's own if it renews memberships together, else a Renewal. */
+export function renewalFor<M extends Membership>(
+  backend: ElectionBackend<M>,
+  membership: M,
+  options: ResolvedOptions,
+  clock: Clock,
+  listener: RenewalListener,
+  random: () => number,
+): MembershipRenewal {
+  const together = (backend as Partial<RenewedTogether<M>>)[RENEWED_TOGETHER];
+  const made = typeof together === "function" ? together.call(backend, membership, listener) : undefined;
+  return made ?? new Renewal(backend, membership, options, clock, listener, random);
+}
+
+export class Renewal<M extends Membership> implements MembershipRenewal {
   /**
    * The renewals in flight (a scheduled one, and one renewNow asked for), for
    * stop() to cancel. Each has a controller only while it runs: a member

@@ -5,6 +5,7 @@
 // election on an etcd v3 session (session/session-lease.ts), where renewing
 // is the session's one keep-alive and leaving deletes the key, not the lease.
 import type { Renewed } from "../../contract/backend";
+import type { MembershipRenewal, RenewalListener } from "../../election/renewal";
 import { MembershipLostError } from "../../contract/errors";
 import type { Clock } from "../../util/clock";
 import { log } from "../../util/log";
@@ -36,6 +37,13 @@ export interface MemberLease {
    * waiting for it: whatever it may have created nobody will hold.
    */
   abandon(lease: GrantedLease, key: string, cause?: unknown): void;
+  /**
+   * Optionally, where one lease keeps many members alive (a session's): the
+   * renewal of `membership` by the lease's own schedule. `renewAlone` is one
+   * renewal of the membership through the backend, for when a keep-alive of
+   * the lease alone does not show the key alive.
+   */
+  renewalOf?(membership: V3Membership, listener: RenewalListener, renewAlone: (signal: AbortSignal) => Promise<Renewed | void>): MembershipRenewal;
 }
 
 /** One lease per member: granted at the join, kept alive by the member alone, revoked when it leaves. */

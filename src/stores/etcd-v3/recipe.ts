@@ -82,6 +82,7 @@ import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { abortReason } from "../../util/abort";
+import { RENEWED_TOGETHER, type MembershipRenewal, type RenewalListener, type RenewedTogether } from "../../election/renewal";
 import { Follower, type FollowerSetting } from "./follower";
 import { leaderOf, memberOf, type Member } from "./member";
 import { MemberKeys } from "./member-keys";
@@ -93,7 +94,7 @@ import { WatchCancelledError, type EtcdV3Port } from "./port";
 export type { V3Membership } from "./membership";
 export { LINE_END_MEMBERS } from "./place-in-line";
 
-export class EtcdV3Backend implements ElectionBackend<V3Membership> {
+export class EtcdV3Backend implements ElectionBackend<V3Membership>, RenewedTogether<V3Membership> {
   readonly description: string;
   private readonly keys: MemberKeys;
   private readonly reader: LineReader;
@@ -145,6 +146,11 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership> {
     } finally {
       campaigned?.();
     }
+  }
+
+  /** On a session, the session's keep-alives renew the member (session/session-renewal.ts); else it renews alone (undefined). */
+  [RENEWED_TOGETHER](membership: V3Membership, listener: RenewalListener): MembershipRenewal | undefined {
+    return this.lease.renewalOf?.(membership, listener, (signal) => this.renew(membership, signal));
   }
 
   async renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void> {

@@ -18,6 +18,7 @@ import { EtcdV3Backend } from "../recipe";
 import { processTurns } from "../../../util/turns";
 import { LeaseSession, SessionClosedError } from "./lease-session";
 import { SessionMemberLease } from "./session-member-lease";
+import type { SessionRenewalSetting } from "./session-renewal";
 import { resolveElectionOnSession, type SessionElectionOptions, type SessionOptions } from "./session-options";
 
 export { SessionClosedError };
@@ -34,8 +35,8 @@ export class EtcdSession {
     private readonly given: SessionOptions,
     private readonly resolved: ResolvedOptions,
   ) {
-    const { ttlSeconds, refreshInterval, requestTimeout } = resolved;
-    this.lease = new LeaseSession(etcd3Port(client), { ttlSeconds, refreshInterval, requestTimeout }, systemClock);
+    const { ttlSeconds, refreshInterval, requestTimeout, retryInitialDelay, retryMaxDelay } = resolved;
+    this.lease = new LeaseSession(etcd3Port(client), { ttlSeconds, refreshInterval, requestTimeout, retryInitialDelay, retryMaxDelay }, systemClock);
   }
 
   /** The session's lease ID in hex, as it ends every member key (`<key>/<lease id>`); undefined until the first election joins. */
@@ -60,7 +61,7 @@ export class EtcdSession {
     checkString("key", key);
     checkString("name", name);
     const resolved = resolveElectionOnSession(this.given, options);
-    const memberLease = new SessionMemberLease(this.lease, key, resolved.requestTimeout);
+    const memberLease = new SessionMemberLease(this.lease, key, { ...pickTiming(resolved), clock: systemClock });
     const port = etcd3Port(this.client);
     const backend = new EtcdV3Backend(port, key, name, this.resolved.ttlSeconds, processTurns, systemClock, Math.random, memberLease);
     return new SessionElection(backend, name, resolved, key, this.running, this.lease);
@@ -158,4 +159,9 @@ function checkString(what: "key" | "name", value: unknown): void {
   if (typeof value !== "string" || value.trim() === "") {
     throw new TypeError(`the election's ${what} must be a non-empty string, got ${typeof value === "string" ? JSON.stringify(value) : typeof value}`);
   }
+}
+
+function pickTiming(options: ResolvedOptions): Omit<SessionRenewalSetting, "clock"> {
+  const { refreshInterval, requestTimeout, retryInitialDelay, retryMaxDelay } = options;
+  return { refreshInterval, requestTimeout, retryInitialDelay, retryMaxDelay };
 }

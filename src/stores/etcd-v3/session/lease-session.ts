@@ -9,26 +9,28 @@
 // that time plus the TTL; every election's deadline counts from it (each
 // member's renewal answers with it, src/contract/backend.ts `Renewed`).
 //
-// Coalescing: members renew on their own schedules (src/election/renewal.ts),
-// but a renewal asked for while the last confirmed keep-alive is younger than
-// the refresh interval answers with that one at once, and one asked for while
-// a keep-alive is on its way waits for it. Each member schedules its next
-// renewal a refresh interval after the send time it was answered with, so all
-// of them fall due together, when the session's keep-alive is due: one
-// keep-alive per refresh interval for the whole session, whatever the number
-// of elections.
+// Renewals: the session sends one keep-alive per refresh interval, a refresh
+// interval after the last confirmed one was sent, and every member on the
+// lease hears its send time (session-renewal.ts); no member has a timer of
+// its own. A failed keep-alive reaches them all and is tried again after a
+// back-off, as a member of its own lease would retry. A renewal a member asks
+// for itself (a new leader proving its membership alive) is answered with the
+// last confirmed keep-alive while it is younger than the refresh interval,
+// and one asked for while a keep-alive is on its way waits for it.
 //
 // A lease that etcd no longer has (a keep-alive answered with TTL 0 or "lease
 // not found", a put refused for it) is dropped: every renewal on it then
 // fails with MembershipLostError, its members step down and join again, and
 // the first join grants a new lease (new keys, new fencing tokens).
-import { MembershipLostError } from "../../../contract/errors";
+import { isMembershipLost, MembershipLostError } from "../../../contract/errors";
+import { Backoff } from "../../../util/backoff";
 import { deadline, untilAborted } from "../../../util/abort";
 import { later, type Clock } from "../../../util/clock";
 import { log } from "../../../util/log";
 import type { LeaseForKey } from "../member-lease";
 import { leaseHex } from "../member-keys";
 import { LeaseNotFoundError, type GrantedLease, type SessionPort } from "../port";
+import { retryCeiling, type RenewalSchedule, type SessionRenewal } from "./session-renewal";
 
 /** The timing the session keeps its lease on. */
 export interface LeaseTiming {
@@ -37,6 +39,10 @@ export interface LeaseTiming {
   readonly refreshInterval: number;
   /** How long one grant or keep-alive may take (ms). */
   readonly requestTimeout: number;
+  /** A failed keep-alive is tried again after a back-off from this (ms)... */
+  readonly retryInitialDelay: number;
+  /** ...up to this, or a quarter of the refresh interval if less (ms). */
+  readonly retryMaxDelay: number;
 }
 
 interface HeldLease {
@@ -79,8 +85,13 @@ export class Departures {
   }
 }
 
-export class LeaseSession {
+export class LeaseSession implements RenewalSchedule {
   readonly departures = new Departures();
+  /** The members renewed by the session's own keep-alives (session-renewal.ts), while any is. */
+  private readonly together = new Set<SessionRenewal>();
+  /** When the session's next keep-alive for them is due. */
+  private renewalTimer: unknown;
+  private readonly renewalBackoff: Backoff;
   private held: HeldLease | undefined;
   private granting: Promise<HeldLease> | undefined;
   private keepingAlive: KeepAlive | undefined;
@@ -94,7 +105,20 @@ export class LeaseSession {
     readonly port: SessionPort,
     private readonly timing: LeaseTiming,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.renewalBackoff = new Backoff(timing.retryInitialDelay, retryCeiling(timing));
+  }
+
+  /** `member` is renewed by the session's keep-alives from now on, until renewApart(). */
+  renewTogether(member: SessionRenewal): void {
+    this.together.add(member);
+    this.scheduleRenewals();
+  }
+
+  renewApart(member: SessionRenewal): void {
+    this.together.delete(member);
+    if (this.together.size === 0) this.cancelRenewals();
+  }
 
   get isClosed(): boolean {
     return this.closed;
@@ -184,6 +208,7 @@ export class LeaseSession {
   /** Revokes the lease held, if any; `sent` runs a turn of the event loop after the request was made (or at once if there is none). */
   private async revoke(sent: () => void): Promise<void> {
     this.revoked = true;
+    this.cancelRenewals();
     const granting = this.granting;
     if (granting) await granting.catch(() => undefined);
     const held = this.held;
@@ -201,6 +226,64 @@ export class LeaseSession {
       log.v3("session closed, but the revoke of lease %s failed (%s): its keys expire with it", leaseHex(held.granted.id), (err as Error).message);
     } finally {
       bound.clear();
+    }
+  }
+
+  /**
+   * The next keep-alive for the members renewed together: a refresh interval
+   * after the last confirmed one was sent (or `delayMs` after a failure).
+   */
+  private scheduleRenewals(delayMs?: number): void {
+    if (this.renewalTimer !== undefined || this.together.size === 0 || this.revoked) return;
+    const held = this.held;
+    const due = delayMs ?? (held ? held.confirmedSentAt + this.timing.refreshInterval - this.clock.now() : 0);
+    this.renewalTimer = this.clock.setTimeout(() => {
+      this.renewalTimer = undefined;
+      void this.renewTogetherNow();
+    }, Math.max(0, due));
+  }
+
+  private cancelRenewals(): void {
+    if (this.renewalTimer === undefined) return;
+    this.clock.clearTimeout(this.renewalTimer);
+    this.renewalTimer = undefined;
+  }
+
+  /**
+   * One keep-alive (or the one on its way, or the last one if it is recent
+   * enough), whose confirmation every member on the lease hears; a failure
+   * they all hear too, and it is tried again after a back-off.
+   */
+  private async renewTogetherNow(): Promise<void> {
+    const held = this.held;
+    const leaseId = held?.granted.id;
+    try {
+      if (!held) throw lost(undefined);
+      const inFlight = this.keepingAlive;
+      const recent = !inFlight && this.clock.now() - held.confirmedSentAt < this.timing.refreshInterval;
+      const sentAt = recent ? held.confirmedSentAt : await (inFlight && inFlight.leaseId === leaseId ? inFlight.done : this.keepAlive(held));
+      const recovered = this.renewalBackoff.attempts > 0;
+      this.renewalBackoff.reset();
+      for (const member of [...this.together]) {
+        if (member.leaseId !== leaseId) {
+          member.lost(lost(member.leaseId));
+          continue;
+        }
+        member.confirmed(sentAt);
+        if (recovered) member.recovered();
+      }
+      this.scheduleRenewals();
+    } catch (err) {
+      if (this.revoked) return;
+      if (isMembershipLost(err)) {
+        // The lease is gone: its members hear it, and join again on a new one.
+        for (const member of [...this.together]) if (member.leaseId === leaseId || leaseId === undefined) member.lost(err);
+        this.scheduleRenewals();
+        return;
+      }
+      const delayMs = this.renewalBackoff.next();
+      for (const member of [...this.together]) member.failed(err, this.renewalBackoff.attempts, delayMs);
+      this.scheduleRenewals(delayMs);
     }
   }
 
@@ -272,9 +355,9 @@ export class LeaseSession {
   }
 }
 
-function lost(leaseId: string, cause?: unknown): MembershipLostError {
+function lost(leaseId: string | undefined, cause?: unknown): MembershipLostError {
   return new MembershipLostError(
-    `the session's lease ${leaseHex(leaseId)} has expired or was revoked`,
+    leaseId === undefined ? "the session's lease has expired or was revoked" : `the session's lease ${leaseHex(leaseId)} has expired or was revoked`,
     cause === undefined ? undefined : { cause },
   );
 }

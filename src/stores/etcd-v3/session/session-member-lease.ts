@@ -6,7 +6,9 @@
 import type { Renewed } from "../../../contract/backend";
 import { untilAborted } from "../../../util/abort";
 import type { LeaseForKey, MemberLease } from "../member-lease";
-import type { V3Membership } from "../membership";
+import { stateOf, type V3Membership } from "../membership";
+import type { MembershipRenewal, RenewalListener } from "../../../election/renewal";
+import { SessionRenewal, type SessionRenewalSetting } from "./session-renewal";
 import { LeaseNotFoundError, type GrantedLease } from "../port";
 import type { LeaseSession } from "./lease-session";
 
@@ -18,9 +20,14 @@ export class SessionMemberLease implements MemberLease {
     private readonly session: LeaseSession,
     /** The election's key: its member key on the session is always `<key>/<lease id>`. */
     private readonly electionKey: string,
-    /** How long the deletion of an abandoned key may take (ms). */
-    private readonly requestTimeout: number,
+    /** The election's timing, for its renewal; `requestTimeout` also bounds the deletion of an abandoned key. */
+    private readonly timing: SessionRenewalSetting,
   ) {}
+
+  /** The session's keep-alives renew the member (session-renewal.ts). */
+  renewalOf(membership: V3Membership, listener: RenewalListener, renewAlone: (signal: AbortSignal) => Promise<Renewed | void>): MembershipRenewal {
+    return new SessionRenewal(this.session, membership.leaseId, () => stateOf(membership).keyWatched, renewAlone, listener, this.timing);
+  }
 
   async acquire(signal: AbortSignal): Promise<LeaseForKey> {
     // The member key's name is the lease's, so every campaign of this member
@@ -59,7 +66,7 @@ export class SessionMemberLease implements MemberLease {
     if (this.session.closing || this.session.leaseId !== lease.id) return;
     // The campaign may have created the key, or not (its answer was lost):
     // only our lease's member can have this key's name, so delete it whatever its revision.
-    const removal = AbortSignal.timeout(this.requestTimeout);
+    const removal = AbortSignal.timeout(this.timing.requestTimeout);
     this.session.departures.add(this.electionKey, this.session.port.deleteMember(key, undefined, removal)).catch(() => undefined);
   }
 }
