@@ -25,13 +25,23 @@ export class Term {
   private deadline: number;
   private timer: unknown;
   private ended = false;
-  private readonly controller = new AbortController();
+  /** Why the term ended, once it has. */
+  private reason: LeadershipLostError | undefined;
+  /** Made when a scope first asks for the signal: most terms never have one, and an idle signal is some 0.5 KiB. */
+  private controller: AbortController | undefined;
+
   /**
    * Aborts when the term ends, with the reason (a LeadershipLostError). Its
    * abort event runs on the deadline's timer, so a process frozen past the
    * deadline learns it from `isValid()` first.
    */
-  readonly signal: AbortSignal = this.controller.signal;
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.ended) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
 
   /**
    * Starts a term on a membership whose newest confirmed write was sent at
@@ -82,11 +92,12 @@ export class Term {
   end(reason: LeadershipLostError): void {
     if (this.ended) return;
     this.ended = true;
+    this.reason = reason;
     if (this.timer !== undefined) {
       this.clock.clearTimeout(this.timer);
       this.timer = undefined;
     }
-    this.controller.abort(reason);
+    this.controller?.abort(reason);
   }
 
   private arm(): void {

@@ -10,6 +10,7 @@ import { describe, it } from "node:test";
 import type { Renewed } from "../../src/contract/backend";
 import { isMembershipLost } from "../../src/contract/errors";
 import type { RenewalListener } from "../../src/election/renewal";
+import { MembershipState, remember, type V3Membership } from "../../src/stores/etcd-v3/membership";
 import type { SessionPort } from "../../src/stores/etcd-v3/port";
 import { LeaseSession } from "../../src/stores/etcd-v3/session/lease-session";
 import { SessionRenewal, type SessionRenewalSetting } from "../../src/stores/etcd-v3/session/session-renewal";
@@ -59,14 +60,13 @@ function member(session: LeaseSession, clock: FakeClock, options: { keyWatched?:
     lost: (error) => heard.lost.push(error),
   };
   const setting: SessionRenewalSetting = { ...TIMING, clock };
-  const renewal = new SessionRenewal(
-    session,
-    LEASE,
-    options.keyWatched ?? (() => true),
-    options.renewAlone ?? (async () => ({ sentAt: clock.now() })),
-    listener,
-    setting,
-  );
+  const membership: V3Membership = { id: `e/${LEASE}`, token: 5, leaseId: LEASE };
+  const keyWatched = options.keyWatched ?? (() => true);
+  const state = new MembershipState(5);
+  state.watchKey({}, keyWatched);
+  remember(membership, state);
+  const renewAlone = options.renewAlone ?? (async () => ({ sentAt: clock.now() }));
+  const renewal = new SessionRenewal(session, membership, { renew: () => renewAlone() }, listener, setting);
   return { renewal, heard };
 }
 

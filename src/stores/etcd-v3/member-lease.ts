@@ -39,11 +39,11 @@ export interface MemberLease {
   abandon(lease: GrantedLease, key: string, cause?: unknown): void;
   /**
    * Optionally, where one lease keeps many members alive (a session's): the
-   * renewal of `membership` by the lease's own schedule. `renewAlone` is one
-   * renewal of the membership through the backend, for when a keep-alive of
-   * the lease alone does not show the key alive.
+   * renewal of `membership` by the lease's own schedule. `backend` renews
+   * the membership alone, for when a keep-alive of the lease does not show
+   * the key alive.
    */
-  renewalOf?(membership: V3Membership, listener: RenewalListener, renewAlone: (signal: AbortSignal) => Promise<Renewed | void>): MembershipRenewal;
+  renewalOf?(membership: V3Membership, listener: RenewalListener, backend: { renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void> }): MembershipRenewal;
 }
 
 /** One lease per member: granted at the join, kept alive by the member alone, revoked when it leaves. */

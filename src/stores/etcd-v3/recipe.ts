@@ -150,7 +150,7 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership>, RenewedToge
 
   /** On a session, the session's keep-alives renew the member (session/session-renewal.ts); else it renews alone (undefined). */
   [RENEWED_TOGETHER](membership: V3Membership, listener: RenewalListener): MembershipRenewal | undefined {
-    return this.lease.renewalOf?.(membership, listener, (signal) => this.renew(membership, signal));
+    return this.lease.renewalOf?.(membership, listener, this);
   }
 
   async renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void> {

@@ -26,11 +26,11 @@
 // failed connection and close every stream on it. An abandoned request runs
 // to its end (unary calls fail fast when etcd is unreachable) and its answer
 // is dropped (`untilAborted`).
-import type { Namespace } from "etcd3";
+import type { IEvent, Namespace } from "etcd3";
 import { untilAborted } from "../../../util/abort";
 import { WatchCancelledError, type WatchEvent, type WatchSet, type WatchTarget } from "../port";
 import { Etcd3KeyValue } from "./key-value";
-import { prefixEnd, watchStreamOf, type SharedWatchStream, type StreamWatch } from "./watch-stream";
+import { prefixEnd, watchStreamOf, type SharedWatchStream, type StreamWatch, type WatchReceiver } from "./watch-stream";
 
 /** What the v3 backend needs of an etcd3 client. */
 export type Etcd3Client = Pick<Namespace, "get" | "getAll" | "put" | "delete" | "if" | "kv" | "leaseClient" | "watchClient" | "prefix">;
@@ -74,12 +74,16 @@ export function withGrpcStatus(err: unknown): unknown {
  * unless it was added with `reportCancel`; one that loses its stream always
  * does.
  */
+/** A watch of a Watches set, as the set keeps it. */
+interface SetWatchEntry {
+  readonly stream: StreamWatch | undefined;
+  readonly confirmed: boolean;
+}
+
 export class Watches<Name extends string> implements WatchSet<Name> {
-  private readonly watches = new Map<Name, StreamWatch>();
-  /** The watches etcd has confirmed. */
-  private readonly confirmed = new WeakSet<StreamWatch>();
+  private readonly watches = new Map<Name, SetWatchEntry>();
   /** Each event with the watch it came from, which remove() drops the undelivered events of. */
-  private queue: Array<WatchEvent<Name> & { readonly from: StreamWatch }> = [];
+  private queue: Array<WatchEvent<Name> & { readonly from: SetWatchEntry }> = [];
   private failure: { error: unknown } | undefined;
   private wake: (() => void) | undefined;
   private closed = false;
@@ -105,34 +109,64 @@ export class Watches<Name extends string> implements WatchSet<Name> {
   add(name: Name, target: WatchTarget, from: number): void {
     if (this.closed) return;
     this.remove(name);
-    const watch = this.stream.watch({ ...this.keysOf(target), startRevision: String(from), deletesOnly: target.deletesOnly === true }, {
-      created: () => {
-        if (this.watches.get(name) === watch) this.confirmed.add(watch);
-      },
-      events: (events) => {
-        if (this.watches.get(name) !== watch) return;
-        // For a delete, etcd sets only the key and mod_revision (the deletion's revision).
-        for (const event of events) {
-          const type = event.type === "Delete" ? "delete" : "put";
-          this.queue.push({ watch: name, type, kv: new Etcd3KeyValue(event.kv, this.namespace.length), from: watch });
-        }
-        this.wakeUp();
-      },
-      cancelled: (reason, compactRevision) => {
-        if (this.watches.get(name) !== watch) return;
-        this.watches.delete(name);
-        const why = reason || (compactRevision !== "0" ? `the history it started from was compacted (at revision ${compactRevision})` : "no reason given");
-        const error = new WatchCancelledError(`etcd cancelled the watch: ${why}`);
-        if (!target.reportCancel) return this.fail(error);
-        this.queue.push({ watch: name, type: "cancelled", error, from: watch });
-        this.wakeUp();
-      },
-      failed: (err) => {
-        if (this.watches.get(name) === watch) this.fail(err);
-      },
-    });
+    const watch = new Watches.SetWatch(this, name, target);
+    watch.stream = this.stream.watch({ ...this.keysOf(target), startRevision: String(from), deletesOnly: target.deletesOnly === true }, watch);
     this.watches.set(name, watch);
   }
+
+  /**
+   * One watch of the set, as its stream reports it: a class, its methods on
+   * the prototype, since a leader holds one for its whole term (four arrow
+   * functions and their scope cost some 0.3 KiB more each). Declared in the
+   * set's body, so that it may reach the set's queue.
+   */
+  private static readonly SetWatch = class SetWatch<Name extends string> implements WatchReceiver, SetWatchEntry {
+    /** The watch on the shared stream, once made. */
+    stream: StreamWatch | undefined;
+    /** etcd has confirmed it. */
+    confirmed = false;
+
+    constructor(
+      private readonly set: Watches<Name>,
+      readonly name: Name,
+      private readonly target: WatchTarget,
+    ) {}
+
+    /** Still the set's watch under its name: what a replaced or removed one reports is dropped. */
+    private get current(): boolean {
+      return this.set.watches.get(this.name) === this;
+    }
+
+    created(): void {
+      if (this.current) this.confirmed = true;
+    }
+
+    events(events: readonly IEvent[]): void {
+      if (!this.current) return;
+      const { set } = this;
+      // For a delete, etcd sets only the key and mod_revision (the deletion's revision).
+      for (const event of events) {
+        const type = event.type === "Delete" ? "delete" : "put";
+        set.queue.push({ watch: this.name, type, kv: new Etcd3KeyValue(event.kv, set.namespace.length), from: this });
+      }
+      set.wakeUp();
+    }
+
+    cancelled(reason: string, compactRevision: string): void {
+      if (!this.current) return;
+      const { set } = this;
+      set.watches.delete(this.name);
+      const why = reason || (compactRevision !== "0" ? `the history it started from was compacted (at revision ${compactRevision})` : "no reason given");
+      const error = new WatchCancelledError(`etcd cancelled the watch: ${why}`);
+      if (!this.target.reportCancel) return set.fail(error);
+      set.queue.push({ watch: this.name, type: "cancelled", error, from: this });
+      set.wakeUp();
+    }
+
+    failed(err: unknown): void {
+      if (this.current) this.set.fail(err);
+    }
+  };
 
   /** Stops the watch added under `name` and drops its undelivered events. */
   remove(name: Name): void {
@@ -140,7 +174,7 @@ export class Watches<Name extends string> implements WatchSet<Name> {
     if (!watch) return;
     this.watches.delete(name);
     if (this.queue.length > 0) this.queue = this.queue.filter((event) => event.from !== watch);
-    watch.cancel();
+    watch.stream?.cancel();
   }
 
   /**
@@ -154,8 +188,7 @@ export class Watches<Name extends string> implements WatchSet<Name> {
   }
 
   created(name: Name): boolean {
-    const watch = this.watches.get(name);
-    return watch !== undefined && this.confirmed.has(watch) && !this.closed && !this.failure;
+    return this.watches.get(name)?.confirmed === true && !this.closed && !this.failure;
   }
 
   /** The next event, in the order etcd sent them; rejects once a watch failed or the signal aborted. */

@@ -6,9 +6,9 @@
 import type { Renewed } from "../../../contract/backend";
 import { untilAborted } from "../../../util/abort";
 import type { LeaseForKey, MemberLease } from "../member-lease";
-import { stateOf, type V3Membership } from "../membership";
+import type { V3Membership } from "../membership";
 import type { MembershipRenewal, RenewalListener } from "../../../election/renewal";
-import { SessionRenewal, type SessionRenewalSetting } from "./session-renewal";
+import { SessionRenewal, type RenewsAlone, type SessionRenewalSetting } from "./session-renewal";
 import { LeaseNotFoundError, type GrantedLease } from "../port";
 import type { LeaseSession } from "./lease-session";
 
@@ -25,8 +25,8 @@ export class SessionMemberLease implements MemberLease {
   ) {}
 
   /** The session's keep-alives renew the member (session-renewal.ts). */
-  renewalOf(membership: V3Membership, listener: RenewalListener, renewAlone: (signal: AbortSignal) => Promise<Renewed | void>): MembershipRenewal {
-    return new SessionRenewal(this.session, membership.leaseId, () => stateOf(membership).keyWatched, renewAlone, listener, this.timing);
+  renewalOf(membership: V3Membership, listener: RenewalListener, backend: RenewsAlone): MembershipRenewal {
+    return new SessionRenewal(this.session, membership, backend, listener, this.timing);
   }
 
   async acquire(signal: AbortSignal): Promise<LeaseForKey> {

@@ -18,6 +18,7 @@ import type { MembershipRenewal, RenewalListener } from "../../../election/renew
 import { Backoff } from "../../../util/backoff";
 import { ChildAbortController, deadline, untilAborted } from "../../../util/abort";
 import { detachedTimeout, type Clock } from "../../../util/clock";
+import { stateOf, type V3Membership } from "../membership";
 
 /** What a member's renewal needs of the session and the member beside the lease's schedule. */
 export interface SessionRenewalSetting {
@@ -26,6 +27,11 @@ export interface SessionRenewalSetting {
   readonly requestTimeout: number;
   readonly retryInitialDelay: number;
   readonly retryMaxDelay: number;
+}
+
+/** What renews one member alone. */
+export interface RenewsAlone {
+  renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void>;
 }
 
 /** The session's side: the schedule a member joins and leaves. */
@@ -42,15 +48,22 @@ export class SessionRenewal implements MembershipRenewal {
 
   constructor(
     private readonly schedule: RenewalSchedule,
-    /** The session lease this member's key is on. */
-    readonly leaseId: string,
-    /** Whether a watch etcd confirmed covers the member's key: then a keep-alive of the lease is a renewal. */
-    private readonly keyWatched: () => boolean,
-    /** One renewal of this member through the backend: the session's keep-alive, and a read of the key. */
-    private readonly renewThroughBackend: (signal: AbortSignal) => Promise<Renewed | void>,
+    private readonly membership: V3Membership,
+    /** Renews this member alone: the session's keep-alive, and a read of the key (recipe.ts renew()). */
+    private readonly backend: RenewsAlone,
     private readonly listener: RenewalListener,
     private readonly setting: SessionRenewalSetting,
   ) {}
+
+  /** The session lease this member's key is on. */
+  get leaseId(): string {
+    return this.membership.leaseId;
+  }
+
+  /** Whether a watch etcd confirmed covers the member's key: then a keep-alive of the lease is a renewal. */
+  private keyWatched(): boolean {
+    return stateOf(this.membership).keyWatched;
+  }
 
   start(lastSentAt: number): void {
     this.confirmedSentAt = lastSentAt;
@@ -123,7 +136,7 @@ export class SessionRenewal implements MembershipRenewal {
   private async renewOnce(signal: AbortSignal): Promise<number> {
     const calledAt = this.setting.clock.now();
     try {
-      const answer = await this.renewThroughBackend(signal);
+      const answer = await this.backend.renew(this.membership, signal);
       return answer?.sentAt ?? calledAt;
     } catch (err) {
       if (isMembershipLost(err)) this.lost(err);
