@@ -56,7 +56,7 @@ describe("the NATS KV key watch", () => {
     assert.deepEqual(asked, [MAX_TIMER_MS, 10], "a Node.js timer fires a longer delay after 1 ms");
   });
 
-  it("tells when the newest value before an entry arrived, counting from its opening, not counting markers", async () => {
+  it("tells by when every value before an entry was written: the arrival of the entry before it, a marker too, or the opening", async () => {
     const { kv, clock, watch, openedAt } = await watching();
     const first = kv.put(KEY, "a");
     assert.equal(watch.valueWrittenBefore(first), "pending");
@@ -66,13 +66,16 @@ describe("the NATS KV key watch", () => {
     const aArrived = clock.now() - 500;
     const marker = kv.remove(KEY);
     await settle();
+    const markerArrived = clock.now();
     await clock.advance(500);
     // A write to another key of the bucket: a revision this watch never sees.
     const elsewhere = kv.put("other", "x");
     const second = kv.put(KEY, "b");
     await settle();
     assert.equal(watch.valueWrittenBefore(marker), aArrived);
-    assert.equal(watch.valueWrittenBefore(second), aArrived, "a marker is no value");
+    // The bucket keeps one entry per key: a value written just before the
+    // marker can be gone before it is delivered, and only the marker bounds it.
+    assert.equal(watch.valueWrittenBefore(second), markerArrived, "the marker's arrival bounds a value it replaced");
     assert.equal(watch.valueWrittenBefore(elsewhere), "unknown", "the watch went past it");
     watch.close();
     assert.equal(watch.valueWrittenBefore(second + 1), "unknown", "a closed watch will not see it");

@@ -21,18 +21,20 @@
 // V being a time by which the newest value written to the key before our win
 // had been written, and 200 ms a margin (the Go library's own, the pause its
 // winners leave after their update) for timers and clock rates. V is read
-// off our watch, opened before our first create, which delivers every entry
-// of the key in order: the arrival of the newest value entry before our own,
-// or, if none came before it, when the watch opened (a value it did not
-// deliver was written before that). If the watch cannot tell (it ended, or
-// went past our entry without it), the answer to our winning write bounds V.
+// off our watch, opened before our first create, which delivers the key's
+// entries in order: the arrival of the entry just before our own, a value or
+// the delete or purge marker our create went over (a value that marker
+// replaced may never be delivered: the bucket keeps one entry per key), or,
+// if none came before it, when the watch opened (a value it did not deliver
+// was written before that). If the watch cannot tell (it ended, or went past
+// our entry without it), the answer to our winning write bounds V.
 //
 // What that costs, against a member without the option (TTL ≥ 21 s):
 // - a key that aged out (a crashed leader): nothing; the leader's last write
 //   came a TTL before the key could be won, more than 0.75 × TTL + 5.2 s;
 // - a key deleted or purged (an operator, or a leader of ours that stopped):
-//   the winner leads 0.75 × TTL + 5.2 s after the last write it saw of the
-//   old leader, and not before the key is won;
+//   the winner leads 0.75 × TTL + 5.2 s after the delete or purge reached
+//   it, and not before the key is won;
 // - a member that starts and wins at once (nothing seen yet): 0.75 × TTL +
 //   5.2 s after it started watching.
 // It assumes Go members tick at 0.75 × TTL (a WithBackoff policy must not tick

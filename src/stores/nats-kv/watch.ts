@@ -27,10 +27,14 @@ export class KeyWatch implements KvWatchListener {
   private peeker: EntryPeeker | undefined;
   private closed = false;
   /**
-   * When (on the clock) the newest value entry delivered so far was written
-   * (its arrival); until one arrives, when the watch opened: it delivers
-   * every write after that, so any value it did not deliver was written
-   * before then.
+   * A time on the clock by which every value written to the key so far had
+   * been written: the arrival of the newest entry delivered, a value or a
+   * delete or purge marker; until one arrives, when the watch opened. A
+   * marker counts too: with a history of one, each entry replaces the one
+   * before, and a purge removes them all, so a value written just before a
+   * marker may be gone before the watch delivers it, and only the marker's
+   * arrival bounds it. (The entry just before a winning create is never
+   * gone: only an entry after it could have replaced it.)
    */
   private valueWrittenBy: number;
   /** For the latest entries: the revision, and valueWrittenBy as it was just before that entry arrived. */
@@ -91,8 +95,8 @@ export class KeyWatch implements KvWatchListener {
   /**
    * For the entry at `revision`, once it has arrived: a time on the clock by
    * which every value written to the key before it had been written (the
-   * arrival of the newest one, or when the watch opened if none came before
-   * it). "pending" until it arrives; "unknown" if the watch went past it
+   * arrival of the entry delivered before it, or when the watch opened if
+   * none came before it). "pending" until it arrives; "unknown" if the watch went past it
    * without it, ended, or no longer remembers it.
    */
   valueWrittenBefore(revision: number): number | "pending" | "unknown" {
@@ -113,7 +117,7 @@ export class KeyWatch implements KvWatchListener {
     const state: KeyState = { name, revision, seenAt: this.clock.now() };
     this.recent.push({ revision, valueBefore: this.valueWrittenBy });
     if (this.recent.length > REMEMBERED_ENTRIES) this.recent.shift();
-    if (name !== undefined) this.valueWrittenBy = state.seenAt;
+    this.valueWrittenBy = state.seenAt;
     // A waiter wakes on a later microtask, after the peeker has seen the entry.
     this.arrivals.push(state);
     this.peeker?.peeked(state);
