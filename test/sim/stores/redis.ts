@@ -30,7 +30,7 @@ import type { Link } from "../network";
 import { patch } from "../mutations";
 import type { Mutation, StoreFactory, StoreFault } from "../store";
 import type { Random, Scheduler, SimProcess } from "../world";
-import { serverPausedFault } from "./frozen-work";
+import { FrozenWork, serverPausedFault } from "./frozen-work";
 import { MembershipLog } from "./membership-log";
 
 /**
@@ -71,7 +71,8 @@ export class RedisStore implements RedisPort {
   notifyFlags = "";
   /** CONFIG is refused (a managed server). */
   configRefused = false;
-  private pausedQueue: Array<() => void> | undefined;
+  /** SIGSTOP: what the server is asked meanwhile, and the sweeps that fall due, wait here. */
+  private readonly frozen = new FrozenWork();
 
   constructor(private readonly options: RedisStoreOptions) {}
 
@@ -199,32 +200,21 @@ export class RedisStore implements RedisPort {
 
   /** SIGSTOP: requests wait, and nothing expires actively, until resume(). */
   pause(): void {
-    this.pausedQueue ??= [];
+    this.frozen.freeze();
   }
 
   resume(): void {
-    const queue = this.pausedQueue;
-    this.pausedQueue = undefined;
-    for (const run of queue ?? []) run();
+    this.frozen.thaw();
   }
 
   get paused(): boolean {
-    return this.pausedQueue !== undefined;
+    return this.frozen.frozen;
   }
 
-  /** Runs `operation` as the server does: now, or once a paused server resumes. */
+  /** Runs `operation` as the server does: on a later microtask, or once a paused server resumes. */
   serve<T>(operation: () => T): Promise<T> {
-    if (!this.pausedQueue) return Promise.resolve().then(operation);
-    const queue = this.pausedQueue;
-    return new Promise<T>((resolve, reject) => {
-      queue.push(() => {
-        try {
-          resolve(operation());
-        } catch (err) {
-          reject(err);
-        }
-      });
-    });
+    if (!this.frozen.frozen) return Promise.resolve().then(operation);
+    return Promise.resolve(this.frozen.serve(operation));
   }
 
   /** A subscriber on a member's connection. */
@@ -288,7 +278,7 @@ export class RedisStore implements RedisPort {
     const sweep = () => {
       if (held.expiresAt !== expiresAt || this.values.get(key) !== held) return;
       // A paused server sweeps nothing; it finds the key expired when it resumes.
-      if (this.pausedQueue) this.pausedQueue.push(sweep);
+      if (this.frozen.frozen) void this.frozen.serve(sweep);
       else this.expire(key, held);
     };
     this.options.scheduler.at(expiresAt + lag, sweep);
