@@ -77,7 +77,7 @@ async function joined(clock: FakeClock) {
   return { session, port, keepAlives, grantedAt: sentAt };
 }
 
-describe("renewals of an etcd session's members", () => {
+describe("renewals of an etcd session's members", { timeout: 10_000 }, () => {
   it("one keep-alive per refresh interval, whatever the number of members, and every member hears its send time", async () => {
     const clock = new FakeClock();
     const { session, keepAlives, grantedAt } = await joined(clock);
