@@ -11,7 +11,7 @@ import { startEtcd, type EtcdCluster } from "../../kit/etcd-server";
 import { FaultProxy } from "../../kit/fault-proxy";
 import { checkHistories, formatReport, type MemberHistory } from "../../kit/leadership-history";
 import { etcdMetrics } from "../../kit/store-clients";
-import { sleep, waitFor } from "../../kit/waiting";
+import { sleep, waitFor, withDeadline } from "../../kit/waiting";
 import { REPO_ROOT } from "../../kit/paths";
 
 const TTL = 2;
@@ -154,7 +154,13 @@ describe("elections on one etcd v3 session", () => {
     assert.notEqual(a.leaseId, b.leaseId);
 
     const closedAt = Date.now();
-    await a.close();
+    const closing = a.close();
+    assert.equal(a.close(), closing, "close() called again is the same close");
+    // stop() and leave() of an election during the close: nothing more to do, and no error.
+    first[1]!.election.stop();
+    await withDeadline(first[2]!.election.leave(), 5_000, "leave() during the close");
+    await closing;
+    await withDeadline(first[3]!.election.leave(), 5_000, "leave() after the close");
     await waitFor("every election on b to lead", 10_000, () => second.every((m) => m.election.isLeader()));
     const handOver = second.map((m) => (m.history.events.find((e) => e.type === "elected")!.at - closedAt));
     t.diagnostic(`b elected ${Math.min(...handOver)}–${Math.max(...handOver)} ms after a.close() was called`);
@@ -163,6 +169,8 @@ describe("elections on one etcd v3 session", () => {
     assertOneLeaderAtATime(first.map((m, i) => [m, second[i]!]), "close");
     assert.throws(() => a.election(`${prefix}/x`, "late"), { name: "SessionClosedError" });
     assert.throws(() => first[0]!.election.start(), { name: "SessionClosedError" });
+    const errors = first.flatMap((m) => m.history.events.filter((e) => e.type === "error"));
+    assert.deepEqual(errors, [], "no error event on the closed session's elections");
   });
 
   it("etcdctl elect waits behind an election on a session, leads after it, and a session election then waits behind etcdctl", limit, async () => {
