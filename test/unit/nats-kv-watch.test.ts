@@ -4,6 +4,8 @@
 // say of the values written before an entry.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { RequestTimeoutError } from "../../src/contract/errors";
+import type { KvWatch } from "../../src/stores/nats-kv/port";
 import { KeyWatch } from "../../src/stores/nats-kv/watch";
 import { MAX_TIMER_MS } from "../../src/util/clock";
 import type { KeyState } from "../../src/stores/nats-kv/key-state";
@@ -15,7 +17,7 @@ const KEY = "leader";
 async function watching(): Promise<{ kv: NatsKvStore; clock: FakeClock; watch: KeyWatch; openedAt: number }> {
   const clock = new FakeClock();
   const kv = new NatsKvStore({ now: () => clock.now() });
-  const watch = await KeyWatch.open(kv, KEY, clock, AbortSignal.timeout(5_000));
+  const watch = await KeyWatch.open(kv, KEY, clock, AbortSignal.timeout(5_000), 1_000);
   return { kv, clock, watch, openedAt: clock.now() };
 }
 
@@ -79,5 +81,80 @@ describe("the NATS KV key watch", () => {
     assert.equal(watch.valueWrittenBefore(elsewhere), "unknown", "the watch went past it");
     watch.close();
     assert.equal(watch.valueWrittenBefore(second + 1), "unknown", "a closed watch will not see it");
+  });
+
+  describe("opening", () => {
+    /**
+     * The store, with its first `unanswered` watch requests held back (a
+     * consumer placed on a server that is down): `answer(i)` lets request i
+     * through late.
+     */
+    function holdingBack(unanswered: number) {
+      const clock = new FakeClock();
+      const kv = new NatsKvStore({ now: () => clock.now() });
+      const held: Array<() => void> = [];
+      const watchNow = kv.watch.bind(kv);
+      let asked = 0;
+      kv.watch = (key: string) => {
+        asked++;
+        if (held.length >= unanswered) return watchNow(key);
+        return new Promise<KvWatch>((resolve) => held.push(() => resolve(watchNow(key))));
+      };
+      return { clock, kv, asked: () => asked, answer: (i: number) => held[i]!() };
+    }
+
+    it("asks again after attemptMs when the server does not answer, and stops a watch that opens after it was given up", async () => {
+      const { clock, kv, asked, answer } = holdingBack(1);
+      let opened: KeyWatch | undefined;
+      void KeyWatch.open(kv, KEY, clock, AbortSignal.timeout(5_000), 1_000).then((watch) => (opened = watch));
+      await clock.advance(999);
+      assert.equal(asked(), 1);
+      await clock.advance(1);
+      assert.equal(asked(), 2, "asked again once the first try's time was up");
+      assert.ok(opened, "the second try was answered");
+      assert.equal(kv.openWatches, 1);
+      answer(0);
+      await settle();
+      assert.equal(kv.openWatches, 1, "the first try's watch, answered late, was stopped");
+      kv.put(KEY, "a");
+      await settle();
+      assert.equal(opened.newest(1)?.name, "a", "the watch it gave sees writes");
+      opened.close();
+      assert.equal(clock.pendingTimers, 0);
+    });
+
+    it("gives up with a RequestTimeoutError after three tries go unanswered, and stops them if they open later", async () => {
+      const { clock, kv, asked, answer } = holdingBack(3);
+      const outcome: { error?: unknown } = {};
+      void KeyWatch.open(kv, KEY, clock, AbortSignal.timeout(5_000), 1_000).catch((err: unknown) => (outcome.error = err));
+      await clock.advance(2_999);
+      assert.ok(!("error" in outcome), "gave up before the third try's time was up");
+      assert.equal(asked(), 3);
+      await clock.advance(1);
+      const error = outcome.error;
+      assert.ok(error instanceof RequestTimeoutError, `got ${String(error)}`);
+      assert.match(error.message, /watch of the election key \(asked 3 times, 1000 ms each\)/);
+      assert.equal(asked(), 3, "no fourth try");
+      for (const i of [0, 1, 2]) answer(i);
+      await settle();
+      assert.equal(kv.openWatches, 0, "every try answered late was stopped");
+      assert.equal(clock.pendingTimers, 0);
+    });
+
+    it("rejects with the signal's reason once it aborts, and stops the watch if it opens later", async () => {
+      const { clock, kv, answer } = holdingBack(1);
+      const controller = new AbortController();
+      let outcome = "waiting" as unknown;
+      void KeyWatch.open(kv, KEY, clock, controller.signal, 1_000).catch((err: unknown) => (outcome = err));
+      await clock.advance(500);
+      const reason = new Error("stopped");
+      controller.abort(reason);
+      await settle();
+      assert.equal(outcome, reason);
+      assert.equal(clock.pendingTimers, 0, "the try's timer outlived the abort");
+      answer(0);
+      await settle();
+      assert.equal(kv.openWatches, 0);
+    });
   });
 });

@@ -103,9 +103,13 @@ export class KeyHolder {
     }
   }
 
-  /** Resolves once the key shows a write that is not ours: a delete, a purge, another member's value, or no entry at all. */
-  async awaitLoss(membership: NatsMembership, signal: AbortSignal): Promise<void> {
-    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
+  /**
+   * Resolves once the key shows a write that is not ours: a delete, a purge,
+   * another member's value, or no entry at all. `watchAttemptMs`: as
+   * KeyWatch.open's `attemptMs`.
+   */
+  async awaitLoss(membership: NatsMembership, signal: AbortSignal, watchAttemptMs: number): Promise<void> {
+    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal, watchAttemptMs);
     try {
       // Whatever happened between winning and opening the watch.
       const now = await readKey(this.kv, this.key, this.clock, signal);

@@ -163,7 +163,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
         if (problem) throw problem;
       }
       // Opened before the first create, so no write after it goes unseen.
-      const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
+      const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal, this.watchAttemptMs(ttlMs));
       try {
         return await new Follower(this, watch, ttlMs, onLeader, signal).follow();
       } finally {
@@ -265,7 +265,16 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
   }
 
   awaitLoss(membership: NatsMembership, signal: AbortSignal): Promise<void> {
-    return this.holder.awaitLoss(membership, signal);
+    return this.holder.awaitLoss(membership, signal, this.watchAttemptMs(this.ttl));
+  }
+
+  /**
+   * How long a try at opening a watch of the key waits for its answer
+   * (KeyWatch.open): the member's request timeout, or its default for the
+   * bucket's TTL (5 s where that is not known).
+   */
+  private watchAttemptMs(ttlMs: number | undefined): number {
+    return this.timing?.requestTimeout ?? Math.min((ttlMs ?? Infinity) / 2, 5_000);
   }
 
   leave(membership: NatsMembership, signal: AbortSignal): Promise<void> {
@@ -274,7 +283,7 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
 
   async observe(onLeader: LeaderListener, signal: AbortSignal): Promise<void> {
     const ttlMs = await this.bucketTtl(signal);
-    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal);
+    const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal, this.watchAttemptMs(ttlMs));
     try {
       let holder = toHolder(await this.read(signal), undefined, ttlMs);
       onLeader(leaderOf(holder));

@@ -7,14 +7,19 @@
 // The watch also remembers, for its latest entries, when the newest value
 // written before each arrived (valueWrittenBefore): a member that leads
 // beside Go members counts its wait from there (go-members.ts).
-import { untilAborted } from "../../util/abort";
-import type { Clock } from "../../util/clock";
+import { RequestTimeoutError } from "../../contract/errors";
+import { abortReason } from "../../util/abort";
+import { detachedTimeout, type Clock } from "../../util/clock";
 import { DeadlineQueue } from "../../util/deadline-queue";
+import { log } from "../../util/log";
 import type { KeyState } from "./key-state";
 import type { KvWatch, KvWatchListener, NatsKvPort } from "./port";
 
 /** How many of the latest entries valueWrittenBefore() can answer for: a won write is looked up within milliseconds. */
 const REMEMBERED_ENTRIES = 32;
+
+/** How often open() asks for a watch that goes unanswered before it gives up. */
+const OPEN_ATTEMPTS = 3;
 
 /** Shown each entry as it arrives (KeyWatch.peek). */
 export interface EntryPeeker {
@@ -49,17 +54,22 @@ export class KeyWatch implements KvWatchListener {
     entries.listen(this);
   }
 
-  /** Opens a watch of new writes to `key` (not its current value: read that after opening, so nothing falls between). */
-  static async open(kv: NatsKvPort, key: string, clock: Clock, signal: AbortSignal): Promise<KeyWatch> {
-    const opening = kv.watch(key);
-    // A watch that opens after we stopped waiting would hold a consumer on the server: stop it.
-    opening.then(
-      (entries) => {
-        if (signal.aborted) entries.stop();
-      },
-      () => undefined,
-    );
-    return new KeyWatch(await untilAborted("watch", opening, signal), clock);
+  /**
+   * Opens a watch of new writes to `key` (not its current value: read that
+   * after opening, so nothing falls between). Each try waits `attemptMs` for
+   * the server's answer before it asks again, up to OPEN_ATTEMPTS times, then
+   * throws a RequestTimeoutError: on a JetStream cluster before 2.12, the
+   * watch's consumer may be placed on a stream peer that is down, and such a
+   * request is never answered (the client gives up after its own JetStream
+   * timeout, 5 s by default); a new consumer is placed afresh.
+   */
+  static async open(kv: NatsKvPort, key: string, clock: Clock, signal: AbortSignal, attemptMs: number): Promise<KeyWatch> {
+    for (let attempt = 1; attempt <= OPEN_ATTEMPTS; attempt++) {
+      const entries = await openedWithin(kv.watch(key), attemptMs, clock, signal);
+      if (entries) return new KeyWatch(entries, clock);
+      log.nats("the watch of %s went unanswered for %d ms (try %d of %d)", key, attemptMs, attempt, OPEN_ATTEMPTS);
+    }
+    throw new RequestTimeoutError(`watch of the election key (asked ${OPEN_ATTEMPTS} times, ${attemptMs} ms each)`);
   }
 
   /**
@@ -127,4 +137,50 @@ export class KeyWatch implements KvWatchListener {
   onEnd(error: Error): void {
     this.arrivals.end(error);
   }
+}
+
+/**
+ * The watch `opening` gives within `ms` on `clock`; undefined if it takes
+ * longer. Rejects with its error, or once `signal` aborts. A watch that opens
+ * after we stopped waiting for it would hold a consumer on the server: it is
+ * stopped.
+ */
+function openedWithin(opening: Promise<KvWatch>, ms: number, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined> {
+  return new Promise((resolve, reject) => {
+    const abandon = () => {
+      opening.then(
+        (entries) => entries.stop(),
+        () => undefined,
+      );
+    };
+    if (signal.aborted) {
+      abandon();
+      return reject(abortReason("watch", signal));
+    }
+    const settle = () => {
+      clock.clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+    };
+    const onAbort = () => {
+      settle();
+      abandon();
+      reject(abortReason("watch", signal));
+    };
+    const timer = detachedTimeout(clock, () => {
+      settle();
+      abandon();
+      resolve(undefined);
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+    opening.then(
+      (entries) => {
+        settle();
+        resolve(entries);
+      },
+      (err: unknown) => {
+        settle();
+        reject(err);
+      },
+    );
+  });
 }
