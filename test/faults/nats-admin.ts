@@ -37,11 +37,25 @@ export class NatsAdmin {
     }
   }
 
-  /** The key's holder as a line of one (empty while nobody holds it): name, and the revision as token. */
+  /**
+   * The key's holder as a line of one (empty while nobody holds it): name,
+   * and the revision as token. Read from the stream's leader; where the
+   * server asked has no JetStream meta leader to route that read by (after a
+   * heal, 2.9's meta group may elect again while the stream goes on taking
+   * writes), with a direct get, which any replica answers, from a write
+   * behind the leader at most once every replica is current.
+   */
   async line(key: string): Promise<LineEntry[]> {
-    const message = await this.manager.streams.getMessage(this.stream, { last_by_subj: `$KV.${FAULTS_BUCKET}.${key}` });
-    if (!message || message.header.get("KV-Operation")) return [];
-    return [{ key, name: message.string(), token: message.seq }];
+    try {
+      const message = await this.manager.streams.getMessage(this.stream, { last_by_subj: `$KV.${FAULTS_BUCKET}.${key}` });
+      if (!message || message.header.get("KV-Operation")) return [];
+      return [{ key, name: message.string(), token: message.seq }];
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== CLUSTER_NOT_AVAILABLE) throw err;
+      const entry = await this.kv.get(key);
+      if (!entry || entry.operation !== "PUT") return [];
+      return [{ key, name: entry.string(), token: entry.revision }];
+    }
   }
 
   async deleteKey(key: string): Promise<void> {
@@ -71,6 +85,9 @@ export class NatsAdmin {
     await this.connection.close().catch(() => undefined);
   }
 }
+
+/** JSClusterNotAvailErr, "JetStream system temporarily unavailable": the server asked knows no meta leader. */
+const CLUSTER_NOT_AVAILABLE = 10008;
 
 /** How many times the bucket's creation is asked for when JetStream does not answer. */
 const CREATE_ATTEMPTS = 3;
