@@ -268,3 +268,30 @@ describe("a NATS KV follower", () => {
     assert.equal(kv.openWatches, 0);
   });
 });
+
+describe("a NATS KV follower's watch that goes unanswered", () => {
+  /** Our member's wait on a bucket of `replicas`, its first watch request never answered: how often it asked by `atMs`. */
+  async function watchesAskedBy(replicas: number, atMs: number): Promise<number> {
+    const clock = new FakeClock();
+    const kv = new NatsKvStore({ now: () => clock.now(), replicas });
+    const watchNow = kv.watch.bind(kv);
+    let asked = 0;
+    kv.watch = (key: string) => (++asked === 1 ? new Promise(() => undefined) : watchNow(key));
+    const backend = new NatsKvBackend(kv, KEY, "ours", new TurnQueue(() => undefined), clock, () => 0);
+    const controller = new AbortController();
+    backend.awaitTurn(undefined, () => undefined, controller.signal).catch(() => undefined);
+    await clock.advance(atMs);
+    controller.abort();
+    await settle();
+    return asked;
+  }
+
+  it("is asked for again after the request timeout (TTL/2) on a replicated bucket, whose consumer may sit on a server that is down", async () => {
+    assert.equal(await watchesAskedBy(3, TTL_MS / 2 - 1), 1);
+    assert.equal(await watchesAskedBy(3, TTL_MS / 2), 2);
+  });
+
+  it("is waited for on one server, where asking again would only add to its load", async () => {
+    assert.equal(await watchesAskedBy(1, 10 * TTL_MS), 1);
+  });
+});

@@ -141,6 +141,20 @@ describe("the NATS KV key watch", () => {
       assert.equal(clock.pendingTimers, 0);
     });
 
+    it("without attemptMs (one server), asks once and waits for as long as the client does", async () => {
+      const { clock, kv, asked, answer } = holdingBack(1);
+      let opened: KeyWatch | undefined;
+      void KeyWatch.open(kv, KEY, clock, AbortSignal.timeout(5_000)).then((watch) => (opened = watch));
+      await clock.advance(60_000);
+      assert.equal(asked(), 1, "asked again");
+      assert.equal(clock.pendingTimers, 0, "a timer bounds the wait");
+      answer(0);
+      await settle();
+      assert.ok(opened, "the answer, however late, gives the watch");
+      assert.equal(kv.openWatches, 1, "and it is not stopped");
+      opened.close();
+    });
+
     it("rejects with the signal's reason once it aborts, and stops the watch if it opens later", async () => {
       const { clock, kv, answer } = holdingBack(1);
       const controller = new AbortController();

@@ -108,7 +108,7 @@ export class KeyHolder {
    * another member's value, or no entry at all. `watchAttemptMs`: as
    * KeyWatch.open's `attemptMs`.
    */
-  async awaitLoss(membership: NatsMembership, signal: AbortSignal, watchAttemptMs: number): Promise<void> {
+  async awaitLoss(membership: NatsMembership, signal: AbortSignal, watchAttemptMs: number | undefined): Promise<void> {
     const watch = await KeyWatch.open(this.kv, this.key, this.clock, signal, watchAttemptMs);
     try {
       // Whatever happened between winning and opening the watch.

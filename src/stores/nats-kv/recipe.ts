@@ -270,10 +270,12 @@ export class NatsKvBackend implements ElectionBackend<NatsMembership>, Candidate
 
   /**
    * How long a try at opening a watch of the key waits for its answer
-   * (KeyWatch.open): the member's request timeout, or its default for the
-   * bucket's TTL (5 s where that is not known).
+   * before it asks again (KeyWatch.open): on a replicated bucket, the
+   * member's request timeout, or its default for the bucket's TTL (5 s where
+   * that is not known); on one server, undefined (one try).
    */
-  private watchAttemptMs(ttlMs: number | undefined): number {
+  private watchAttemptMs(ttlMs: number | undefined): number | undefined {
+    if (this.replicas <= 1) return undefined;
     return this.timing?.requestTimeout ?? Math.min((ttlMs ?? Infinity) / 2, 5_000);
   }
 

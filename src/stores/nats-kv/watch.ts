@@ -56,14 +56,19 @@ export class KeyWatch implements KvWatchListener {
 
   /**
    * Opens a watch of new writes to `key` (not its current value: read that
-   * after opening, so nothing falls between). Each try waits `attemptMs` for
-   * the server's answer before it asks again, up to OPEN_ATTEMPTS times, then
-   * throws a RequestTimeoutError: on a JetStream cluster before 2.12, the
-   * watch's consumer may be placed on a stream peer that is down, and such a
-   * request is never answered (the client gives up after its own JetStream
-   * timeout, 5 s by default); a new consumer is placed afresh.
+   * after opening, so nothing falls between).
+   *
+   * With `attemptMs`, each try waits that long for the server's answer
+   * before it asks again, up to OPEN_ATTEMPTS times, then throws a
+   * RequestTimeoutError: on a JetStream cluster before 2.12, the watch's
+   * consumer may be placed on a stream peer that is down, and such a request
+   * is never answered (the client gives up after its own JetStream timeout,
+   * 5 s by default); a new consumer is placed afresh. Without it, one try,
+   * waited for as long as the client waits: a single server places every
+   * consumer on itself, and asking again would only add to its load.
    */
-  static async open(kv: NatsKvPort, key: string, clock: Clock, signal: AbortSignal, attemptMs: number): Promise<KeyWatch> {
+  static async open(kv: NatsKvPort, key: string, clock: Clock, signal: AbortSignal, attemptMs?: number): Promise<KeyWatch> {
+    if (attemptMs === undefined) return new KeyWatch(await openedWithin(kv.watch(key), undefined, clock, signal), clock);
     for (let attempt = 1; attempt <= OPEN_ATTEMPTS; attempt++) {
       const entries = await openedWithin(kv.watch(key), attemptMs, clock, signal);
       if (entries) return new KeyWatch(entries, clock);
@@ -140,12 +145,14 @@ export class KeyWatch implements KvWatchListener {
 }
 
 /**
- * The watch `opening` gives within `ms` on `clock`; undefined if it takes
- * longer. Rejects with its error, or once `signal` aborts. A watch that opens
- * after we stopped waiting for it would hold a consumer on the server: it is
- * stopped.
+ * The watch `opening` gives within `ms` on `clock` (any time if undefined);
+ * undefined if it takes longer. Rejects with its error, or once `signal`
+ * aborts. A watch that opens after we stopped waiting for it would hold a
+ * consumer on the server: it is stopped.
  */
-function openedWithin(opening: Promise<KvWatch>, ms: number, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined> {
+function openedWithin(opening: Promise<KvWatch>, ms: number, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined>;
+function openedWithin(opening: Promise<KvWatch>, ms: undefined, clock: Clock, signal: AbortSignal): Promise<KvWatch>;
+function openedWithin(opening: Promise<KvWatch>, ms: number | undefined, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined> {
   return new Promise((resolve, reject) => {
     const abandon = () => {
       opening.then(
@@ -158,7 +165,7 @@ function openedWithin(opening: Promise<KvWatch>, ms: number, clock: Clock, signa
       return reject(abortReason("watch", signal));
     }
     const settle = () => {
-      clock.clearTimeout(timer);
+      if (timer !== undefined) clock.clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
     };
     const onAbort = () => {
@@ -166,11 +173,14 @@ function openedWithin(opening: Promise<KvWatch>, ms: number, clock: Clock, signa
       abandon();
       reject(abortReason("watch", signal));
     };
-    const timer = detachedTimeout(clock, () => {
-      settle();
-      abandon();
-      resolve(undefined);
-    }, ms);
+    const timer =
+      ms === undefined
+        ? undefined
+        : detachedTimeout(clock, () => {
+            settle();
+            abandon();
+            resolve(undefined);
+          }, ms);
     signal.addEventListener("abort", onAbort, { once: true });
     opening.then(
       (entries) => {
