@@ -155,6 +155,16 @@ describe("the NATS KV key watch", () => {
       opened.close();
     });
 
+    it("with a signal aborted already, rejects with its reason and asks for nothing", async () => {
+      const { clock, kv, asked } = holdingBack(0);
+      const reason = new Error("stopped before");
+      for (const attemptMs of [1_000, undefined]) {
+        await assert.rejects(KeyWatch.open(kv, KEY, clock, AbortSignal.abort(reason), attemptMs), (err) => err === reason);
+      }
+      assert.equal(asked(), 0);
+      assert.equal(clock.pendingTimers, 0);
+    });
+
     it("rejects with the signal's reason once it aborts, and stops the watch if it opens later", async () => {
       const { clock, kv, answer } = holdingBack(1);
       const controller = new AbortController();

@@ -68,9 +68,10 @@ export class KeyWatch implements KvWatchListener {
    * consumer on itself, and asking again would only add to its load.
    */
   static async open(kv: NatsKvPort, key: string, clock: Clock, signal: AbortSignal, attemptMs?: number): Promise<KeyWatch> {
-    if (attemptMs === undefined) return new KeyWatch(await openedWithin(kv.watch(key), undefined, clock, signal), clock);
+    const ask = () => kv.watch(key);
+    if (attemptMs === undefined) return new KeyWatch(await openedWithin(ask, undefined, clock, signal), clock);
     for (let attempt = 1; attempt <= OPEN_ATTEMPTS; attempt++) {
-      const entries = await openedWithin(kv.watch(key), attemptMs, clock, signal);
+      const entries = await openedWithin(ask, attemptMs, clock, signal);
       if (entries) return new KeyWatch(entries, clock);
       log.nats("the watch of %s went unanswered for %d ms (try %d of %d)", key, attemptMs, attempt, OPEN_ATTEMPTS);
     }
@@ -145,14 +146,16 @@ export class KeyWatch implements KvWatchListener {
 }
 
 /**
- * The watch `opening` gives within `ms` on `clock` (any time if undefined);
+ * The watch `ask()` gives within `ms` on `clock` (any time if undefined);
  * undefined if it takes longer. Rejects with its error, or once `signal`
- * aborts. A watch that opens after we stopped waiting for it would hold a
- * consumer on the server: it is stopped.
+ * aborts (without asking, if it has already). A watch that opens after we
+ * stopped waiting for it would hold a consumer on the server: it is stopped.
  */
-function openedWithin(opening: Promise<KvWatch>, ms: number, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined>;
-function openedWithin(opening: Promise<KvWatch>, ms: undefined, clock: Clock, signal: AbortSignal): Promise<KvWatch>;
-function openedWithin(opening: Promise<KvWatch>, ms: number | undefined, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined> {
+function openedWithin(ask: () => Promise<KvWatch>, ms: number, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined>;
+function openedWithin(ask: () => Promise<KvWatch>, ms: undefined, clock: Clock, signal: AbortSignal): Promise<KvWatch>;
+function openedWithin(ask: () => Promise<KvWatch>, ms: number | undefined, clock: Clock, signal: AbortSignal): Promise<KvWatch | undefined> {
+  if (signal.aborted) return Promise.reject(abortReason("watch", signal));
+  const opening = ask();
   return new Promise((resolve, reject) => {
     const abandon = () => {
       opening.then(
@@ -160,10 +163,6 @@ function openedWithin(opening: Promise<KvWatch>, ms: number | undefined, clock: 
         () => undefined,
       );
     };
-    if (signal.aborted) {
-      abandon();
-      return reject(abortReason("watch", signal));
-    }
     const settle = () => {
       if (timer !== undefined) clock.clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
