@@ -49,8 +49,8 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
   private readonly campaigns = new Set<Promise<void>>();
   /** The current run's loop, for yield() and the drain. */
   private campaign: Campaign<M> | undefined;
-  /** The whileLeading routines running in the current term, until each settles: what stop() drains. */
-  private readonly routines = new Set<Promise<void>>();
+  /** The whileLeading routines running in the current term, until each settles: what stop() drains. Made when the first one runs. */
+  private routines: Set<Promise<void>> | undefined;
   /** A stop()'s drain under way: resolves once the routines have settled (or the bound passed) and the membership's release has begun. */
   protected draining: Promise<void> | undefined;
   private readonly calls: StoreCalls<M>;
@@ -157,7 +157,7 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
     this.stepDown(stopped);
     const leave = this.leaveOnStop;
     this.leaveOnStop = undefined;
-    const routines = [...this.routines];
+    const routines = this.routines ? [...this.routines] : [];
     let rest: (() => void) | undefined;
     if (wasLeading && routines.length > 0 && this.options.drainTimeout > 0 && this.campaign?.holdForDrain()) {
       // The drain: the routines' signals have aborted (the step-down above);
@@ -436,8 +436,9 @@ export class Election<M extends Membership = Membership> extends EventEmitter<El
       },
       fencedWriter: (term) => this.fencedWriter(term),
       routineRunning: (settled) => {
-        this.routines.add(settled);
-        void settled.then(() => this.routines.delete(settled));
+        const routines = (this.routines ??= new Set());
+        routines.add(settled);
+        void settled.then(() => routines.delete(settled));
       },
     };
   }

@@ -70,10 +70,14 @@ export class Follower {
   private leaderRange: KeysFromTo | undefined;
   /** Whether the "line" watch reports puts: only while the predecessor leads. */
   private lineSeesPuts = false;
-  /** Older members the "leader" watch saw go that are not at the oldest end yet (create revisions). */
-  private readonly gone = new Set<number>();
+  /**
+   * Older members the "leader" watch saw go that are not at the oldest end
+   * yet (create revisions). Made when first needed, as `renamed` is: most
+   * followers never see either, and a session may hold ten thousand.
+   */
+  private gone: Set<number> | undefined;
   /** Names changed in place (a put) of older members not leading yet, by create revision. */
-  private readonly renamed = new Map<number, string>();
+  private renamed: Map<number, string> | undefined;
   /**
    * Down to this many members at the oldest end of a long line, the
    * follower reads that end again, before it runs out. Drawn at random, so
@@ -149,7 +153,7 @@ export class Follower {
       // etcd's Proclaim: a member changed its value in place.
       const name = kv.value;
       if (listed !== this.leader) {
-        this.renamed.set(listed.createRevision, name);
+        (this.renamed ??= new Map()).set(listed.createRevision, name);
         if (listed.createRevision === this.predecessor.createRevision) this.predecessor.name = name;
       } else if (name !== this.leader.name) {
         this.leader.name = name;
@@ -161,7 +165,7 @@ export class Follower {
     if (listed !== this.leader) {
       // Named later, when it reaches the oldest end; the predecessor is
       // only ever taken off by its own watch, which proves our key outlived it.
-      this.gone.add(listed.createRevision);
+      (this.gone ??= new Set()).add(listed.createRevision);
       return undefined;
     }
     return this.leader;
@@ -212,7 +216,7 @@ export class Follower {
     // key outlived it.
     for (;;) {
       const next = this.older.at("oldest");
-      if (!next || next.createRevision === this.older.at("newest")!.createRevision || !this.gone.delete(next.createRevision)) break;
+      if (!next || next.createRevision === this.older.at("newest")!.createRevision || !this.gone?.delete(next.createRevision)) break;
       this.older.remove(next.createRevision);
     }
     let outcome = await this.takeNextInLine();
@@ -243,7 +247,7 @@ export class Follower {
     if (oldest.createRevision !== this.leader.createRevision) {
       this.leader = oldest.createRevision === this.predecessor.createRevision ? this.predecessor : this.fromLine(oldest);
       // A leader known to be gone already is not named: its deletion is on its way.
-      if (!this.gone.has(this.leader.createRevision) && !this.goneInQueue(this.leader.key)) this.onLeader(leaderOf(this.leader));
+      if (!this.gone?.has(this.leader.createRevision) && !this.goneInQueue(this.leader.key)) this.onLeader(leaderOf(this.leader));
       if (this.leaderRangeMisses()) {
         // Named at once; the watch on the new leader can wait its turn (src/util/turns.ts).
         await this.nextTurn();
@@ -298,7 +302,7 @@ export class Follower {
   /** A member of `older` as the listing saw it, under the name it has since taken if it took one. */
   private fromLine(listed: ListedMember): Member {
     const member = fromLine(listed, this.older.listedAt);
-    const name = this.renamed.get(member.createRevision);
+    const name = this.renamed?.get(member.createRevision);
     if (name !== undefined) member.name = name;
     return member;
   }
