@@ -387,6 +387,20 @@ describe("session options", () => {
     assert.throws(() => session.election("/k", "n", { stepDownMargin: -1 }), /stepDownMargin must be a positive number of milliseconds, got -1/);
   });
 
+  it("an election without options of its own takes the session's; one with its own takes those", limit, async () => {
+    // TTL 4 s: the session's leaders step down 500 ms before it, the one
+    // given its own margin 1500 ms before it, counted from renewals sent
+    // within milliseconds of each other.
+    const session = newSession(newClient(), { ttl: 4, stepDownMargin: 500 });
+    const plain = session.election(uniquePrefix("plain-options"), "plain").start();
+    const own = session.election(uniquePrefix("own-options"), "own", { stepDownMargin: 1_500 }).start();
+    await waitFor("both to lead", 10_000, () => plain.isLeader() && own.isLeader());
+    // Both counted from the same keep-alive once it is answered.
+    await sleep(2_500);
+    const apart = plain.leaseRemaining() - own.leaseRemaining();
+    assert.ok(apart > 700 && apart < 1_300, `the terms end ${apart} ms apart, not about 1000 ms`);
+  });
+
   it("one election per key runs on a session at a time", limit, async () => {
     const session = newSession(newClient());
     const key = uniquePrefix("same-key");

@@ -28,6 +28,8 @@ export class EtcdSession {
   /** The elections running on the session, by key: close() stops them, and one key has one election. */
   private readonly running = new Map<string, SessionElection>();
   private closing: Promise<void> | undefined;
+  /** The renewal timing of an election given no options of its own: one object for all of them. */
+  private readonly defaultTiming: SessionRenewalSetting;
 
   constructor(
     private readonly client: Etcd3Client,
@@ -37,6 +39,7 @@ export class EtcdSession {
   ) {
     const { ttlSeconds, refreshInterval, requestTimeout, retryInitialDelay, retryMaxDelay } = resolved;
     this.lease = new LeaseSession(etcd3Port(client), { ttlSeconds, refreshInterval, requestTimeout, retryInitialDelay, retryMaxDelay }, systemClock);
+    this.defaultTiming = { ...pickTiming(resolved), clock: systemClock };
   }
 
   /** The session's lease ID in hex, as it ends every member key (`<key>/<lease id>`); undefined until the first election joins. */
@@ -60,8 +63,11 @@ export class EtcdSession {
     if (this.closed) throw new SessionClosedError();
     checkString("key", key);
     checkString("name", name);
-    const resolved = resolveElectionOnSession(this.given, options);
-    const memberLease = new SessionMemberLease(this.lease, key, { ...pickTiming(resolved), clock: systemClock });
+    // An election given no options has the session's, resolved once: a
+    // session may hold ten thousand elections, most of them alike.
+    const resolved = options === undefined ? this.resolved : resolveElectionOnSession(this.given, options);
+    const timing = options === undefined ? this.defaultTiming : { ...pickTiming(resolved), clock: systemClock };
+    const memberLease = new SessionMemberLease(this.lease, key, timing);
     const port = etcd3Port(this.client);
     const backend = new EtcdV3Backend(port, key, name, this.resolved.ttlSeconds, processTurns, systemClock, Math.random, memberLease);
     return new SessionElection(backend, name, resolved, key, this.running, this.lease);
