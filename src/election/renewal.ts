@@ -59,6 +59,15 @@ export function renewalFor<M extends Membership>(
   return made ?? new Renewal(backend, membership, options, clock, listener, random);
 }
 
+/**
+ * The longest wait between tries of a failed renewal: retryMaxDelay, but at
+ * most a quarter of the refresh interval (never below retryInitialDelay), so
+ * that several tries fit into what is left of the TTL after a missed renewal.
+ */
+export function retryCeiling(timing: Pick<ResolvedOptions, "retryInitialDelay" | "retryMaxDelay" | "refreshInterval">): number {
+  return Math.max(timing.retryInitialDelay, Math.min(timing.retryMaxDelay, timing.refreshInterval / 4));
+}
+
 export class Renewal<M extends Membership> implements MembershipRenewal {
   /**
    * The renewals in flight (a scheduled one, and one renewNow asked for), for
@@ -79,9 +88,7 @@ export class Renewal<M extends Membership> implements MembershipRenewal {
     private readonly listener: RenewalListener,
     private readonly random: () => number = Math.random,
   ) {
-    // Retries must fit several times into what is left of the TTL after a missed renewal.
-    const maxRetryDelay = Math.max(options.retryInitialDelay, Math.min(options.retryMaxDelay, options.refreshInterval / 4));
-    this.backoff = new Backoff(options.retryInitialDelay, maxRetryDelay, random);
+    this.backoff = new Backoff(options.retryInitialDelay, retryCeiling(options), random);
   }
 
   /**

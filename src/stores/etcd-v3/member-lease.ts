@@ -43,7 +43,12 @@ export interface MemberLease {
    * the membership alone, for when a keep-alive of the lease does not show
    * the key alive.
    */
-  renewalOf?(membership: V3Membership, listener: RenewalListener, backend: { renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void> }): MembershipRenewal;
+  renewalOf?(membership: V3Membership, listener: RenewalListener, backend: RenewsAlone): MembershipRenewal;
+}
+
+/** What renews one member alone: the backend, which keeps its lease alive and reads its key. */
+export interface RenewsAlone {
+  renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void>;
 }
 
 /** One lease per member: granted at the join, kept alive by the member alone, revoked when it leaves. */

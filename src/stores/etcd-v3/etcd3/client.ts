@@ -67,6 +67,12 @@ export function withGrpcStatus(err: unknown): unknown {
   return err;
 }
 
+/** A watch of a Watches set, as the set keeps it. */
+interface SetWatchEntry {
+  readonly stream: StreamWatch | undefined;
+  readonly confirmed: boolean;
+}
+
 /**
  * A few watches on the client's shared watch stream (watch-stream.ts) feeding
  * one queue of events, each added under a name, all cancelled by `close()` or
@@ -74,12 +80,6 @@ export function withGrpcStatus(err: unknown): unknown {
  * unless it was added with `reportCancel`; one that loses its stream always
  * does.
  */
-/** A watch of a Watches set, as the set keeps it. */
-interface SetWatchEntry {
-  readonly stream: StreamWatch | undefined;
-  readonly confirmed: boolean;
-}
-
 export class Watches<Name extends string> implements WatchSet<Name> {
   private readonly watches = new Map<Name, SetWatchEntry>();
   /** Each event with the watch it came from, which remove() drops the undelivered events of. */

@@ -30,7 +30,8 @@ import { log } from "../../../util/log";
 import type { LeaseForKey } from "../member-lease";
 import { leaseHex } from "../member-keys";
 import { LeaseNotFoundError, type GrantedLease, type SessionPort } from "../port";
-import { retryCeiling, type RenewalSchedule, type SessionRenewal } from "./session-renewal";
+import { retryCeiling } from "../../../election/renewal";
+import type { RenewalSchedule, SessionRenewal } from "./session-renewal";
 
 /** The timing the session keeps its lease on. */
 export interface LeaseTiming {

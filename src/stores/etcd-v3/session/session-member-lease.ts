@@ -5,10 +5,10 @@
 // session closes, leaving is the session's one LeaseRevoke.
 import type { Renewed } from "../../../contract/backend";
 import { untilAborted } from "../../../util/abort";
-import type { LeaseForKey, MemberLease } from "../member-lease";
+import type { LeaseForKey, MemberLease, RenewsAlone } from "../member-lease";
 import type { V3Membership } from "../membership";
 import type { MembershipRenewal, RenewalListener } from "../../../election/renewal";
-import { SessionRenewal, type RenewsAlone, type SessionRenewalSetting } from "./session-renewal";
+import { SessionRenewal, type SessionRenewalSetting } from "./session-renewal";
 import { LeaseNotFoundError, type GrantedLease } from "../port";
 import type { LeaseSession } from "./lease-session";
 

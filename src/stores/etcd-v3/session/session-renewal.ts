@@ -12,12 +12,12 @@
 // failure) renews alone, through the backend, which reads the key beside
 // the session's keep-alive; failing, it tries again after a back-off, as a
 // member of its own lease would.
-import type { Renewed } from "../../../contract/backend";
 import { isMembershipLost } from "../../../contract/errors";
-import type { MembershipRenewal, RenewalListener } from "../../../election/renewal";
+import { retryCeiling, type MembershipRenewal, type RenewalListener } from "../../../election/renewal";
 import { Backoff } from "../../../util/backoff";
 import { ChildAbortController, deadline, untilAborted } from "../../../util/abort";
 import { detachedTimeout, type Clock } from "../../../util/clock";
+import type { RenewsAlone } from "../member-lease";
 import { stateOf, type V3Membership } from "../membership";
 
 /** What a member's renewal needs of the session and the member beside the lease's schedule. */
@@ -27,11 +27,6 @@ export interface SessionRenewalSetting {
   readonly requestTimeout: number;
   readonly retryInitialDelay: number;
   readonly retryMaxDelay: number;
-}
-
-/** What renews one member alone. */
-export interface RenewsAlone {
-  renew(membership: V3Membership, signal: AbortSignal): Promise<Renewed | void>;
 }
 
 /** The session's side: the schedule a member joins and leaves. */
@@ -174,9 +169,4 @@ export class SessionRenewal implements MembershipRenewal {
       },
     );
   }
-}
-
-/** As a member of its own lease retries (renewal.ts): several tries fit in what is left of the TTL after a missed renewal. */
-export function retryCeiling(setting: Pick<SessionRenewalSetting, "retryInitialDelay" | "retryMaxDelay" | "refreshInterval">): number {
-  return Math.max(setting.retryInitialDelay, Math.min(setting.retryMaxDelay, setting.refreshInterval / 4));
 }
