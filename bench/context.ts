@@ -61,7 +61,7 @@ export function paramsFor(quick: boolean): Params {
           { n: 1000, processes: 1, ttl: 10, stayS: 0, convergeTimeoutS: 60 },
           { n: 5000, processes: 5, ttl: 10, stayS: 5, convergeTimeoutS: 180 },
         ],
-        sessions: { elections: 1000, batch: 500, processes: 3, ttl: 10, windowS: 10, changeWindowS: 3 },
+        sessions: { elections: 1000, batch: 500, processes: 3, ttl: 10, windowS: 10, changeWindowS: 3, deliveryTrials: 1 },
         drain: { trials: 4 },
         crash: { trials: 3, budgetS: 30 },
         partition: { trials: 2, budgetS: 30 },
@@ -84,7 +84,7 @@ export function paramsFor(quick: boolean): Params {
           { n: 1000, processes: 1, ttl: 10, stayS: 0, convergeTimeoutS: 60 },
           { n: 5000, processes: 5, ttl: 10, stayS: 10, convergeTimeoutS: 180 },
         ],
-        sessions: { elections: 10_000, batch: 500, processes: 3, ttl: 10, windowS: 20, changeWindowS: 3 },
+        sessions: { elections: 10_000, batch: 500, processes: 3, ttl: 10, windowS: 20, changeWindowS: 3, deliveryTrials: 3 },
         // At least 40, so that medians a few tens of milliseconds apart can be told apart.
         drain: { trials: 12 },
         crash: { trials: 40, budgetS: 300 },

@@ -216,16 +216,20 @@ function sessions(results: BenchResults): string[] {
     num(r.idle?.requestsPerProcessPerRefresh, 2),
     r.heapPerElectionKiB ? `${num(r.heapPerElectionKiB.leading, 2)} / ${num(r.heapPerElectionKiB.following, 2)}` : "",
     r.change ? `${num(r.change.failoverMs, 1)} ms, +${num(r.change.excessRequests, 1)}` : "",
-    ms(r.cleanClose?.ms), ms(r.crash?.ms), r.overlaps, r.errors,
+    ms(r.cleanClose?.ms),
+    r.watchDelivery ? `${num(r.watchDelivery.perKeyWatchesMs.median, 0)} / ${num(r.watchDelivery.rangeWatchMs.median, 0)} ms` : "",
+    ms(r.crash?.ms), r.overlaps, r.errors,
     r.failures.length ? r.failures.join("; ").slice(0, 100) : "",
   ]);
   return [
     "3d. Many elections, one etcd v3 session per process: each election has one member in each process; settled = every",
     "    election led by the first process and named by the others; idle = etcd's requests per process per refresh",
     "    interval; a change in one election: stop → next elected, and requests beyond the idle rate; then the leading",
-    "    process closes its session, then the one leading most is SIGKILLed: per election, the time to a new leader",
+    "    process closes its session, then the one leading most is SIGKILLed: per election, the time to a new leader;",
+    "    revoke floor: with the processes gone, from a revoke of as many keys to the last deletion's arrival in one",
+    "    process, median, with one watch per key / one watch over them all",
     table(["elections", "processes", "TTL s", "settled s", "idle req/proc/refresh", "heap KiB/election lead / follow",
-      "one change", "clean close median / max", "SIGKILL median / max", "two leaders", "errors", "problems"], rows),
+      "one change", "clean close median / max", "revoke floor", "SIGKILL median / max", "two leaders", "errors", "problems"], rows),
     "",
   ];
 }

@@ -300,7 +300,12 @@ export function checkTargets(results: BenchResults): TargetLine[] {
     add(ok && clean !== undefined && clean.leaderless === 0 && clean.ms.n > 0 && clean.ms.max <= 250,
       `sessions, ${where}: the leading process closed its session: ${clean?.elections ?? 0} elections each had a new leader ` +
         `within a median ${f(clean?.ms.median ?? NaN)} ms, max ${f(clean?.ms.max ?? NaN)} ms` +
-        `${clean?.leaderless ? `, ${clean.leaderless} without one` : ""} (target every election, ≤ 250 ms)`);
+        `${clean?.leaderless ? `, ${clean.leaderless} without one` : ""} (target every election, ≤ 250 ms)` +
+        (run.watchDelivery
+          ? `; with nothing else running, etcd's last deletion of such a revoke reached one process ` +
+            `${f(run.watchDelivery.perKeyWatchesMs.median)} ms after it was sent with one watch per election, ` +
+            `${f(run.watchDelivery.rangeWatchMs.median)} ms with one watch over them all`
+          : ""));
     const crash = run.crash;
     const crashLimit = run.ttl * 1000 + 1000;
     add(ok && crash !== undefined && crash.leaderless === 0 && crash.ms.n > 0 && crash.ms.max <= crashLimit,

@@ -9,7 +9,9 @@
 // change of leader in one election costs etcd beyond that idle rate; then a
 // clean close of the leading process's session (one LeaseRevoke), and the
 // time until each election has a new leader; then SIGKILL of whichever
-// remaining process leads most elections, and the same. Throughout, per
+// remaining process leads most elections, and the same. Last, with the
+// processes gone, the floor under the clean close: how soon etcd tells one
+// process of a revoke's deletions (bench/watch-delivery.ts). Throughout, per
 // election, any instant at which two members believed they led. Elections
 // start in batches of 500, as docs/api.md advises.
 import type { BenchContext } from "../context";
@@ -19,6 +21,7 @@ import type { EventLine } from "../member-protocol";
 import { SESSION_SUBJECT } from "../subjects/info";
 import { errorMessage, now, sleep, tag, withDeadline } from "../util";
 import { summarize, type Summary } from "../stats";
+import { measureWatchDelivery, type WatchDelivery } from "../watch-delivery";
 import { overlapStretches, type OverlapStretch } from "../../test/kit/leadership-history";
 
 export interface SessionsCase {
@@ -31,6 +34,8 @@ export interface SessionsCase {
   windowS: number;
   /** How long after a change in one election etcd's requests are counted, seconds. */
   changeWindowS: number;
+  /** Revokes of as many keys as elections, per way of watching them, once the processes are gone. */
+  deliveryTrials: number;
 }
 
 export interface Handover {
@@ -63,6 +68,8 @@ export interface SessionsRun extends SessionsCase {
   };
   cleanClose?: Handover;
   crash?: Handover;
+  /** The floor under the clean close, measured alone once the member processes are gone. */
+  watchDelivery?: WatchDelivery;
   /** Stretches of time in which two members of one election believed they led, by the events' own times. */
   overlaps: number;
   overlapExamples: Array<{ election: number } & OverlapStretch>;
@@ -277,6 +284,12 @@ export async function runSessions(ctx: BenchContext, c: SessionsCase): Promise<S
     }
     for (const off of offs) off();
     await Promise.all(hosts.map((host) => withDeadline(host.shutdown(60_000), 70_000, "closing a session process").catch(() => undefined)));
+  }
+  if (c.deliveryTrials > 0) {
+    run.watchDelivery = await measureWatchDelivery(ctx.etcdUrl, c.elections, c.deliveryTrials).catch((err: unknown) => {
+      run.failures.push(`watch delivery: ${errorMessage(err).slice(0, 200)}`);
+      return undefined;
+    });
   }
   return run;
 }
