@@ -6,10 +6,9 @@
 // loop tells of each step through its host; the store's part belongs to the
 // backend, reached through StoreCalls and the waits below.
 //
-// Every call into the backend is also cut short by its signal here: a
-// backend of the user's own that ignores the signal must not keep stop(),
-// or a renewal's timeout, waiting.
-import { callBackend as call } from "../contract/answers";
+// Every call into a backend of the user's own is also cut short by its
+// signal here (StoreCalls.wait): one that ignores the signal must not keep
+// stop(), or a renewal's timeout, waiting.
 import type { Claim, ElectionBackend, Leader, Membership } from "../contract/backend";
 import { isMembershipLost, MembershipLostError, type ElectionPhase } from "../contract/errors";
 import { LeadershipYieldedError, MembershipRemovedError, type LeadershipLostError } from "../leadership/lost";
@@ -114,9 +113,12 @@ export class Campaign<M extends Membership> {
             if (waiting && !signal.aborted) host.follow(leader);
           };
           const claim = this.claim;
-          const turn = await untilAborted("wait", call(() => this.backend.awaitTurn(claim, onLeader, phaseSignal)), phaseSignal).finally(
-            () => (waiting = false),
-          );
+          let turn: Claim<M>;
+          try {
+            turn = await this.calls.wait("wait", () => this.backend.awaitTurn(claim, onLeader, phaseSignal), phaseSignal);
+          } finally {
+            waiting = false;
+          }
           this.calls.checkTurn(turn, claim);
           // A race-style store holds nothing for a member until it wins (and
           // one that won just as stop() was called has a key to delete).
@@ -129,7 +131,7 @@ export class Campaign<M extends Membership> {
           if (signal.aborted) break;
           host.lead(turn, confirmedAt, this.phase);
           this.leading = this.phase;
-          await untilAborted("lead", call(() => this.backend.awaitLoss(turn.membership, phaseSignal)), phaseSignal);
+          await this.calls.wait("lead", () => this.backend.awaitLoss(turn.membership, phaseSignal), phaseSignal);
           throw new MembershipLostError(`membership ${turn.membership.id} was removed from the store`);
         } catch (thrown) {
           if (signal.aborted) break;

@@ -11,9 +11,18 @@ import { log } from "../util/log";
 import { joinWindowFor, QUICK_SHARE } from "./join-window";
 import type { ResolvedOptions } from "./options";
 
+/**
+ * Set (on its prototype) by a backend of this library whose waits settle as
+ * soon as their signal aborts: its waits need no race against the signal.
+ * A user's backend may ignore the signal, and stop() must not wait on it.
+ */
+export const SETTLES_ON_ABORT = Symbol("settles on abort");
+
 export class StoreCalls<M extends Membership> {
   /** Memberships being given up in the background; made at the first. */
   private departures: Set<Promise<void>> | undefined;
+  /** Whether the backend's waits settle on their own once their signal aborts. */
+  private readonly settlesOnAbort: boolean;
 
   constructor(
     private readonly backend: ElectionBackend<M>,
@@ -21,7 +30,20 @@ export class StoreCalls<M extends Membership> {
     private readonly name: string,
     private readonly options: ResolvedOptions,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.settlesOnAbort = (backend as { [SETTLES_ON_ABORT]?: unknown })[SETTLES_ON_ABORT] === true;
+  }
+
+  /**
+   * One of the backend's waits (for the turn, for the loss), until `signal`
+   * aborts. A wait lasts as long as a term or a place in line, and there may
+   * be ten thousand in a process (sessions): one that settles on its own is
+   * not raced against the signal, which would hold a promise, its reactions
+   * and a listener on the signal for as long.
+   */
+  wait<T>(operation: string, method: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    return this.settlesOnAbort ? method() : untilAborted(operation, call(method), signal);
+  }
 
   /** The backend's description, for errors and diagnostics. */
   get store(): string {

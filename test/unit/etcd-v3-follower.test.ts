@@ -46,9 +46,9 @@ interface Waiting {
 
 async function following(
   { etcd, ours }: Line,
-  options: { turns?: TurnQueue; random?: () => number; beforeStart?: () => void } = {},
+  options: { turns?: TurnQueue; random?: () => number; beforeStart?: () => void; signal?: AbortSignal } = {},
 ): Promise<Waiting> {
-  const signal = AbortSignal.timeout(5_000);
+  const signal = options.signal ?? AbortSignal.timeout(5_000);
   const keys = new MemberKeys(ELECTION);
   const reader = new LineReader(etcd, keys);
   const state = new MembershipState(ours.token);
@@ -155,6 +155,19 @@ describe("a v3 follower's wait", () => {
     const next = lineOf(["a"]);
     await following(next, { turns: queue });
     assert.equal(next.etcd.requests.watch, 1, "the line's watch, at once");
+  });
+
+  it("ends its wait as soon as its signal aborts, even while it waits for its turn of the queue", async () => {
+    // The campaign waits on this recipe without a race against the signal (src/election/store-calls.ts).
+    const queue = new TurnQueue(() => undefined); // a queue that never lets anyone through
+    const controller = new AbortController();
+    const wait = await following(lineOf(["a", "b"]), { turns: queue, signal: controller.signal });
+    controller.abort(new Error("stopped"));
+    await settle();
+    let settled: unknown = "pending";
+    wait.outcome.then((outcome) => (settled = outcome), (err: unknown) => (settled = err));
+    await settle();
+    assert.match(String(settled), /stopped/);
   });
 
   it("reads the oldest end of a long line again once as few members are left there as its random draw says", async () => {

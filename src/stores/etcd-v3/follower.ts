@@ -33,6 +33,7 @@
 // cancelled so, lists the line again.
 import type { LeaderListener } from "../../contract/backend";
 import { MembershipLostError } from "../../contract/errors";
+import { untilAborted } from "../../util/abort";
 import { log } from "../../util/log";
 import type { TurnQueue } from "../../util/turns";
 import type { ListedMember, OlderMembers } from "./line";
@@ -294,9 +295,9 @@ export class Follower {
     return this.watches.anyQueued((e) => e.type === "delete" && e.kv.key === key);
   }
 
+  /** Waits in the turn queue; the signal ends the wait at once (awaitTurn settles when it aborts). */
   private async nextTurn(): Promise<void> {
-    await this.setting.turns.next();
-    this.signal.throwIfAborted();
+    await untilAborted("wait", this.setting.turns.next(), this.signal);
   }
 
   /** A member of `older` as the listing saw it, under the name it has since taken if it took one. */

@@ -82,6 +82,7 @@ import { systemClock, type Clock } from "../../util/clock";
 import { log } from "../../util/log";
 import { processTurns, type TurnQueue } from "../../util/turns";
 import { abortReason } from "../../util/abort";
+import { SETTLES_ON_ABORT } from "../../election/store-calls";
 import { RENEWED_TOGETHER, type MembershipRenewal, type RenewalListener, type RenewedTogether } from "../../election/renewal";
 import { Follower, type FollowerSetting } from "./follower";
 import { leaderOf, memberOf, type Member } from "./member";
@@ -118,6 +119,11 @@ export class EtcdV3Backend implements ElectionBackend<V3Membership>, RenewedToge
     this.keys = new MemberKeys(key);
     this.reader = new LineReader(port, this.keys);
     this.followers = { port, keys: this.keys, reader: this.reader, turns, random };
+  }
+
+  /** awaitTurn and awaitLoss settle once their signal aborts: every read and watch they wait on does. */
+  get [SETTLES_ON_ABORT](): true {
+    return true;
   }
 
   async join(signal: AbortSignal): Promise<Claim<V3Membership>> {
