@@ -178,6 +178,7 @@ describe("etcdLeader.etcd3Options()", () => {
       "grpc.keepalive_timeout_ms": 3_000,
       "grpc.keepalive_permit_without_calls": 1,
       "grpc.enable_channelz": 0,
+      "grpc.per_rpc_retry_buffer_size": 16 * 1024,
     });
     // One channel for the client's services (etcd3-shared-channel.test.ts).
     assert.equal(typeof channelFactoryOverride, "function");
