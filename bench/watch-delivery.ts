@@ -48,8 +48,8 @@ async function oneRevoke(etcdUrl: string, keys: number, watching: "per key" | "r
     for (let from = 0; from < keys; from += 500) {
       await Promise.all(Array.from({ length: Math.min(500, keys - from) }, (_, i) => writer.put(keyOf(from + i)).value("v").lease(leaseId).exec()));
     }
-    const { revision } = await etcd3Port(reader).range({ key: keyOf(0) }, "read", stop.signal);
     const port = etcd3Port(reader);
+    const { revision } = await port.range({ key: keyOf(0) }, "read", stop.signal);
     let arrived = 0;
     let lastAt = NaN;
     let allArrived!: () => void;
